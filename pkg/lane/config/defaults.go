@@ -1,0 +1,100 @@
+package config
+
+import "time"
+
+// Pinned defaults. K3sImage pairs with the k3d library version in go.mod
+// (k3d v5.9.0 defaults to this k3s line).
+const (
+	DefaultName           = "sriov"
+	DefaultK3sImage       = "rancher/k3s:v1.35.5-k3s1"
+	DefaultRegistryImage  = "registry:2.8.3"
+	DefaultRegistryAddr   = "127.0.0.1:5000"
+	DefaultStateDir       = "/var/lib/sriov-lane"
+	DefaultSysfsRoot      = "/sys"
+	DefaultVFIODir        = "/dev/vfio"
+	DefaultResourcePrefix = "kubevirt.io"
+	DefaultResourceName   = "sriov_net"
+	DefaultNodeLabel      = "sriov_capable=true"
+	DefaultWaitTimeout    = 10 * time.Minute
+)
+
+// Default returns a lane with every default set.
+func Default() *Lane {
+	l := &Lane{APIVersion: APIVersion, Kind: Kind}
+	SetDefaults(l)
+	return l
+}
+
+// SetDefaults fills every unset field of l. It is the only place defaults live.
+func SetDefaults(l *Lane) {
+	str := func(p *string, v string) {
+		if *p == "" {
+			*p = v
+		}
+	}
+	num := func(p *int, v int) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	str(&l.APIVersion, APIVersion)
+	str(&l.Kind, Kind)
+	str(&l.Name, DefaultName)
+	num(&l.Agents, 2)
+	num(&l.PFsPerNode, 1)
+	num(&l.VFsPerPF, 6)
+	str(&l.VFDriver, VFDriverVFIO)
+	str(&l.ResourcePrefix, DefaultResourcePrefix)
+	str(&l.ResourceName, DefaultResourceName)
+	str(&l.NodeLabel, DefaultNodeLabel)
+	str(&l.CNI, CNIFlannel)
+	str(&l.K3sImage, DefaultK3sImage)
+	num(&l.APIPort, 6443)
+	if l.Registry.Enabled == nil {
+		l.Registry.Enabled = ptr(true)
+	}
+	str(&l.Registry.Address, DefaultRegistryAddr)
+	str(&l.Registry.Image, DefaultRegistryImage)
+	str(&l.SysfsRoot, DefaultSysfsRoot)
+	str(&l.VFIODir, DefaultVFIODir)
+	str(&l.StateDir, DefaultStateDir)
+	str(&l.Kubelet.CPUManagerPolicy, "static")
+	str(&l.Kubelet.KubeReserved, "cpu=500m")
+	str(&l.Kubelet.SystemReserved, "cpu=500m")
+	if l.Wait.DaemonSets == nil {
+		l.Wait.DaemonSets = ptr(true)
+	}
+	if l.WaitTimeout.Duration == 0 {
+		l.WaitTimeout.Duration = DefaultWaitTimeout
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// RegistryEnabled reports whether the lane runs a local registry.
+func (l *Lane) RegistryEnabled() bool { return l.Registry.Enabled == nil || *l.Registry.Enabled }
+
+// WaitDaemonSets reports whether `up` waits for DaemonSet rollouts.
+func (l *Lane) WaitDaemonSets() bool { return l.Wait.DaemonSets == nil || *l.Wait.DaemonSets }
+
+// ClusterName is the k3d cluster's name; containers are k3d-<name>-agent-N.
+func (l *Lane) ClusterName() string { return l.Name }
+
+// LaneDir is where this lane's journal and outputs live.
+func (l *Lane) LaneDir() string { return l.StateDir + "/lanes/" + l.Name }
+
+// LeaseDir is shared by every lane using the same state dir.
+func (l *Lane) LeaseDir() string { return l.StateDir + "/leases" }
+
+// NodeLabelKV splits NodeLabel into key and value.
+func (l *Lane) NodeLabelKV() (string, string) {
+	for i := 0; i < len(l.NodeLabel); i++ {
+		if l.NodeLabel[i] == '=' {
+			return l.NodeLabel[:i], l.NodeLabel[i+1:]
+		}
+	}
+	return l.NodeLabel, ""
+}
+
+// Resource is the extended resource the VFs are advertised as.
+func (l *Lane) Resource() string { return l.ResourcePrefix + "/" + l.ResourceName }

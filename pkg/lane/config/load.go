@@ -1,0 +1,223 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"sigs.k8s.io/yaml"
+)
+
+// Setting is one configuration knob reachable from flags and the environment.
+// The table below is the single list of them, so the flag, its environment
+// variables and the file field can never drift apart.
+type Setting struct {
+	Flag  string
+	Env   []string // highest precedence first
+	Type  string
+	Usage string
+	set   func(l *Lane, v string) error
+}
+
+func intSetter(field string, p func(*Lane) *int) func(*Lane, string) error {
+	return func(l *Lane, v string) error {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil {
+			return invalid(field, "a whole number", "%q", v)
+		}
+		*p(l) = n
+		return nil
+	}
+}
+
+func strSetter(p func(*Lane) *string) func(*Lane, string) error {
+	return func(l *Lane, v string) error { *p(l) = v; return nil }
+}
+
+func listSetter(p func(*Lane) *[]string) func(*Lane, string) error {
+	return func(l *Lane, v string) error {
+		*p(l) = splitList(v)
+		return nil
+	}
+}
+
+// splitList accepts comma- or space-separated lists (kubevirtci's
+// PF_BLACKLIST is space-separated).
+func splitList(v string) []string {
+	var out []string
+	for _, f := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\t' }) {
+		out = append(out, f)
+	}
+	return out
+}
+
+// Settings returns the table of flag/env settings.
+func Settings() []Setting {
+	return []Setting{
+		{"name", []string{"SRIOV_LANE_NAME", "CLUSTER_NAME"}, "string", "lane and k3d cluster name", strSetter(func(l *Lane) *string { return &l.Name })},
+		{"agents", []string{"SRIOV_LANE_AGENTS"}, "int", "number of k3s agents", intSetter("agents", func(l *Lane) *int { return &l.Agents })},
+		{"pfs-per-node", []string{"SRIOV_LANE_PFS_PER_NODE", "PF_COUNT_PER_NODE"}, "int", "PFs bound into each agent", intSetter("pfsPerNode", func(l *Lane) *int { return &l.PFsPerNode })},
+		{"vfs-per-pf", []string{"SRIOV_LANE_VFS_PER_PF"}, "int", "VFs created on each PF", intSetter("vfsPerPF", func(l *Lane) *int { return &l.VFsPerPF })},
+		{"vf-driver", []string{"SRIOV_LANE_VF_DRIVER"}, "string", "vfio-pci or netdevice", strSetter(func(l *Lane) *string { return &l.VFDriver })},
+		{"resource-prefix", []string{"SRIOV_LANE_RESOURCE_PREFIX"}, "string", "extended resource prefix", strSetter(func(l *Lane) *string { return &l.ResourcePrefix })},
+		{"resource-name", []string{"SRIOV_LANE_RESOURCE_NAME"}, "string", "extended resource name", strSetter(func(l *Lane) *string { return &l.ResourceName })},
+		{"node-label", []string{"SRIOV_LANE_NODE_LABEL"}, "string", "key=value label for agents with PFs", strSetter(func(l *Lane) *string { return &l.NodeLabel })},
+		{"cni", []string{"SRIOV_LANE_CNI"}, "string", "flannel or calico", strSetter(func(l *Lane) *string { return &l.CNI })},
+		{"k3s-image", []string{"SRIOV_LANE_K3S_IMAGE"}, "string", "k3s node image", strSetter(func(l *Lane) *string { return &l.K3sImage })},
+		{"tools-image", []string{"SRIOV_LANE_TOOLS_IMAGE"}, "string", "k3d tools image (mirrors, air-gapped hosts)", strSetter(func(l *Lane) *string { return &l.ToolsImage })},
+		{"api-port", []string{"SRIOV_LANE_API_PORT", "HOST_PORT"}, "int", "host port of the Kubernetes API on 127.0.0.1", intSetter("apiPort", func(l *Lane) *int { return &l.APIPort })},
+		{"registry", []string{"SRIOV_LANE_REGISTRY"}, "bool", "run a local registry for the dev loop", func(l *Lane, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return invalid("registry.enabled", "true or false", "%q", v)
+			}
+			l.Registry.Enabled = &b
+			return nil
+		}},
+		{"registry-address", []string{"SRIOV_LANE_REGISTRY_ADDRESS"}, "string", "host address of the registry", strSetter(func(l *Lane) *string { return &l.Registry.Address })},
+		{"pfs-include", []string{"SRIOV_LANE_PFS_INCLUDE"}, "list", "PFs the lane may take (names, PCI addresses, globs)", listSetter(func(l *Lane) *[]string { return &l.PFs.Include })},
+		{"pfs-exclude", []string{"SRIOV_LANE_PFS_EXCLUDE", "PF_BLACKLIST"}, "list", "PFs the lane must not take", listSetter(func(l *Lane) *[]string { return &l.PFs.Exclude })},
+		{"sysfs-root", []string{"SRIOV_LANE_SYSFS_ROOT"}, "string", "where the host's sysfs is mounted", strSetter(func(l *Lane) *string { return &l.SysfsRoot })},
+		{"vfio-dir", []string{"SRIOV_LANE_VFIO_DIR"}, "string", "host VFIO device directory", strSetter(func(l *Lane) *string { return &l.VFIODir })},
+		{"state-dir", []string{"SRIOV_LANE_STATE_DIR"}, "string", "journals and leases", strSetter(func(l *Lane) *string { return &l.StateDir })},
+		{"volume", []string{"SRIOV_LANE_VOLUMES"}, "list", "extra mount HOST:CONTAINER@NODEFILTER", listSetter(func(l *Lane) *[]string { return &l.Volumes })},
+		{"image-registry-mirror", []string{"SRIOV_LANE_IMAGE_REGISTRY_MIRROR"}, "string", "mirror for every image the lane pulls", strSetter(func(l *Lane) *string { return &l.ImageRegistryMirror })},
+		{"kubeconfig", []string{"SRIOV_LANE_KUBECONFIG"}, "string", "where to write the lane's kubeconfig", strSetter(func(l *Lane) *string { return &l.Kubeconfig })},
+		{"wait-timeout", []string{"SRIOV_LANE_WAIT_TIMEOUT"}, "duration", "how long up waits for the cluster and VFs", func(l *Lane, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return invalid("waitTimeout", "e.g. 10m", "%q", v)
+			}
+			l.WaitTimeout.Duration = d
+			return nil
+		}},
+	}
+}
+
+// Flags holds the lane settings registered on a command's flag set.
+type Flags struct {
+	values map[string]*flagValue
+}
+
+type flagValue struct {
+	s   Setting
+	val string
+	set bool
+}
+
+func (f *flagValue) String() string   { return f.val }
+func (f *flagValue) Type() string     { return f.s.Type }
+func (f *flagValue) Set(v string) error {
+	if f.s.Type == "list" && f.set {
+		v = f.val + "," + v
+	}
+	f.val, f.set = v, true
+	return nil
+}
+
+// AddFlags registers every setting on fs. Config file and --name are
+// registered by the commands themselves.
+func AddFlags(fs *pflag.FlagSet, skip ...string) *Flags {
+	fl := &Flags{values: map[string]*flagValue{}}
+	for _, s := range Settings() {
+		if contains(skip, s.Flag) {
+			continue
+		}
+		v := &flagValue{s: s}
+		fl.values[s.Flag] = v
+		fs.Var(v, s.Flag, s.Usage+" (env "+strings.Join(s.Env, ", ")+")")
+	}
+	return fl
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Source says where settings come from, for Load.
+type Source struct {
+	// File is the config file path ("" for none).
+	File string
+	// Getenv reads the environment (os.LookupEnv in the CLI).
+	Getenv func(string) (string, bool)
+	// Flags holds flag values set on the command line (may be nil).
+	Flags *Flags
+	// Name overrides the lane name (from --name), after everything else.
+	Name string
+}
+
+// Load builds a lane config with precedence flag > env > file > default,
+// then validates it. Every error is an *InvalidError (exit 2).
+func Load(src Source) (*Lane, error) {
+	l := &Lane{}
+	if src.File != "" {
+		b, err := os.ReadFile(src.File)
+		if err != nil {
+			return nil, &InvalidError{Field: "--config", Problem: err.Error(), Hint: "pass a readable lane config file"}
+		}
+		if err := DecodeStrict(b, l); err != nil {
+			return nil, &InvalidError{Field: "config " + src.File, Problem: err.Error()}
+		}
+	}
+	SetDefaults(l)
+	var errs []error
+	if src.Getenv != nil {
+		for _, s := range Settings() {
+			for i := len(s.Env) - 1; i >= 0; i-- { // later names are lower precedence: apply them first
+				if v, ok := src.Getenv(s.Env[i]); ok && v != "" {
+					if err := s.set(l, v); err != nil {
+						errs = append(errs, fmt.Errorf("environment %s: %w", s.Env[i], err))
+					}
+				}
+			}
+		}
+	}
+	if src.Flags != nil {
+		for _, s := range Settings() {
+			if v := src.Flags.values[s.Flag]; v != nil && v.set {
+				if err := s.set(l, v.val); err != nil {
+					errs = append(errs, fmt.Errorf("--%s: %w", s.Flag, err))
+				}
+			}
+		}
+	}
+	if src.Name != "" {
+		l.Name = src.Name
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	if err := Validate(l); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// DecodeStrict decodes YAML (or JSON) into l, rejecting unknown fields and
+// naming them with their path.
+func DecodeStrict(b []byte, l *Lane) error {
+	if len(bytes.TrimSpace(b)) == 0 {
+		return errors.New("file is empty")
+	}
+	if err := yaml.UnmarshalStrict(b, l); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Marshal renders l as YAML (defaulted, as `plan` prints it).
+func Marshal(l *Lane) ([]byte, error) { return yaml.Marshal(l) }
+
+// MarshalJSON renders l as indented JSON.
+func MarshalJSON(l *Lane) ([]byte, error) { return json.MarshalIndent(l, "", "  ") }

@@ -1,0 +1,113 @@
+// Package config defines the lane configuration file (apiVersion
+// sriov-lane.io/v1alpha1, kind Lane), its defaults, validation and the
+// precedence of flags over environment over file over defaults.
+package config
+
+import "time"
+
+const (
+	APIVersion = "sriov-lane.io/v1alpha1"
+	Kind       = "Lane"
+)
+
+// VF drivers the lane knows how to prepare.
+const (
+	VFDriverVFIO      = "vfio-pci"
+	VFDriverNetdevice = "netdevice"
+)
+
+// CNIs the lane can deploy as the cluster's primary network.
+const (
+	CNIFlannel = "flannel"
+	CNICalico  = "calico"
+)
+
+// Lane is the whole configuration of one lane. Field names are the YAML keys.
+type Lane struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+
+	// Name is the lane's (and the k3d cluster's) name.
+	Name string `json:"name"`
+	// Agents is the number of k3s agents; each gets PFsPerNode PFs.
+	Agents     int `json:"agents"`
+	PFsPerNode int `json:"pfsPerNode"`
+	VFsPerPF   int `json:"vfsPerPF"`
+	// VFDriver is vfio-pci (VMs) or netdevice (kernel VF netdevs moved into the node).
+	VFDriver       string `json:"vfDriver"`
+	ResourcePrefix string `json:"resourcePrefix"`
+	ResourceName   string `json:"resourceName"`
+	// NodeLabel is key=value put on every agent that got PFs; the SR-IOV
+	// DaemonSets select on it.
+	NodeLabel string `json:"nodeLabel"`
+	CNI       string `json:"cni"`
+	// K3sImage is the node image, pinned to a real rancher/k3s release.
+	K3sImage string `json:"k3sImage"`
+	// ToolsImage overrides k3d's tools image (air-gapped hosts, mirrors).
+	ToolsImage string `json:"toolsImage,omitempty"`
+	// APIPort is the host port of the Kubernetes API on 127.0.0.1.
+	APIPort  int      `json:"apiPort"`
+	Registry Registry `json:"registry"`
+	PFs      PFSelect `json:"pfs"`
+	// SysfsRoot is where the host's sysfs is read and written (e.g. a host
+	// /sys mounted elsewhere in a CI pod).
+	SysfsRoot string `json:"sysfsRoot"`
+	// VFIODir is the host's VFIO device directory, mounted into agents.
+	VFIODir string `json:"vfioDir"`
+	// StateDir holds journals and leases.
+	StateDir string `json:"stateDir"`
+	// Volumes are extra mounts, HOST:CONTAINER[:ro]@NODEFILTER[;NODEFILTER...].
+	Volumes             []string `json:"volumes,omitempty"`
+	ImageRegistryMirror string   `json:"imageRegistryMirror,omitempty"`
+	Kubelet             Kubelet  `json:"kubelet"`
+	// Kubeconfig is where the lane's kubeconfig is written (mode 0600).
+	Kubeconfig string   `json:"kubeconfig,omitempty"`
+	Wait       Wait     `json:"wait"`
+	Calico     Calico   `json:"calico,omitempty"`
+	Hooks      Hooks    `json:"hooks,omitempty"`
+	WaitTimeout Duration `json:"waitTimeout"`
+}
+
+// Registry is the lane's local image registry for the dev loop.
+type Registry struct {
+	Enabled *bool `json:"enabled"`
+	// Address is the host side, HOST:PORT (127.0.0.1:5000).
+	Address string `json:"address"`
+	Image   string `json:"image"`
+}
+
+// PFSelect narrows which PFs the lane may take. Entries are interface
+// names, PCI addresses or globs of either.
+type PFSelect struct {
+	Include []string `json:"include,omitempty"`
+	Exclude []string `json:"exclude,omitempty"`
+}
+
+// Kubelet settings applied to agents (kubevirtci's CPU-manager set-up).
+type Kubelet struct {
+	CPUManagerPolicy string `json:"cpuManagerPolicy"`
+	KubeReserved     string `json:"kubeReserved"`
+	SystemReserved   string `json:"systemReserved"`
+}
+
+// Wait says what `up` waits for before it returns.
+type Wait struct {
+	// DaemonSets waits for every component DaemonSet to roll out. Clusters
+	// without a kubelet running pods (the test rig) turn it off.
+	DaemonSets *bool `json:"daemonSets"`
+}
+
+// Calico settings for cni: calico.
+type Calico struct {
+	// ManifestFile replaces the pinned download (air-gapped hosts).
+	ManifestFile string `json:"manifestFile,omitempty"`
+}
+
+// Hooks are commands run at fixed points of the lane's life.
+type Hooks struct {
+	PostUp  [][]string `json:"postUp,omitempty"`
+	PreDown [][]string `json:"preDown,omitempty"`
+}
+
+// Duration is a time.Duration written as "10m" in YAML and JSON.
+type Duration struct{ time.Duration }

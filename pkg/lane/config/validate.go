@@ -1,0 +1,166 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// InvalidError is bad input: the CLI exits 2 for it, before any host change.
+type InvalidError struct {
+	Field   string
+	Problem string
+	Hint    string
+}
+
+func (e *InvalidError) Error() string {
+	s := fmt.Sprintf("invalid %s: %s", e.Field, e.Problem)
+	if e.Hint != "" {
+		s += " (" + e.Hint + ")"
+	}
+	return s
+}
+
+// IsInvalid reports whether err is (or wraps) bad user input.
+func IsInvalid(err error) bool {
+	var ie *InvalidError
+	return errors.As(err, &ie)
+}
+
+func invalid(field, hint, format string, args ...any) *InvalidError {
+	return &InvalidError{Field: field, Problem: fmt.Sprintf(format, args...), Hint: hint}
+}
+
+var (
+	// k3d prefixes node names with k3d-<name>-agent-NN, which must stay a
+	// valid hostname (63 bytes), hence the short limit.
+	nameRE      = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`)
+	dnsSubRE    = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$`)
+	resNameRE   = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$`)
+	labelKeyRE  = regexp.MustCompile(`^([a-z0-9]([a-z0-9.-]*[a-z0-9])?/)?[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$`)
+	labelValRE  = regexp.MustCompile(`^([A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?)?$`)
+	maxNameLen  = 32
+	maxAgents   = 16
+	maxVFsPerPF = 256
+)
+
+// Validate checks l for everything that can be known without looking at the
+// host, returning every problem at once.
+func Validate(l *Lane) error {
+	var errs []error
+	add := func(e *InvalidError) { errs = append(errs, e) }
+	if l.APIVersion != APIVersion {
+		add(invalid("apiVersion", "use "+APIVersion, "%q is not supported", l.APIVersion))
+	}
+	if l.Kind != Kind {
+		add(invalid("kind", "use "+Kind, "%q is not supported", l.Kind))
+	}
+	if !nameRE.MatchString(l.Name) || len(l.Name) > maxNameLen {
+		add(invalid("name", "lower-case letters, digits and '-', at most 32 characters, e.g. sriov", "%q", l.Name))
+	}
+	if l.Agents < 1 || l.Agents > maxAgents {
+		add(invalid("agents", "each agent takes its own PFs", "%d is outside 1..%d", l.Agents, maxAgents))
+	}
+	if l.PFsPerNode < 1 {
+		add(invalid("pfsPerNode", "at least 1 PF per agent", "%d", l.PFsPerNode))
+	}
+	if l.VFsPerPF < 1 || l.VFsPerPF > maxVFsPerPF {
+		add(invalid("vfsPerPF", "the PF's sriov_totalvfs is checked too", "%d is outside 1..%d", l.VFsPerPF, maxVFsPerPF))
+	}
+	if l.VFDriver != VFDriverVFIO && l.VFDriver != VFDriverNetdevice {
+		add(invalid("vfDriver", "one of vfio-pci, netdevice", "%q is unknown", l.VFDriver))
+	}
+	if l.CNI != CNIFlannel && l.CNI != CNICalico {
+		add(invalid("cni", "one of flannel, calico", "%q is unknown", l.CNI))
+	}
+	if !dnsSubRE.MatchString(l.ResourcePrefix) {
+		add(invalid("resourcePrefix", "a DNS subdomain such as kubevirt.io", "%q", l.ResourcePrefix))
+	}
+	if !resNameRE.MatchString(l.ResourceName) {
+		add(invalid("resourceName", "letters, digits, '_', '.', '-', e.g. sriov_net", "%q", l.ResourceName))
+	}
+	if k, v, ok := strings.Cut(l.NodeLabel, "="); !ok || !labelKeyRE.MatchString(k) || !labelValRE.MatchString(v) || len(v) > 63 {
+		add(invalid("nodeLabel", "key=value, e.g. sriov_capable=true", "%q", l.NodeLabel))
+	}
+	if strings.TrimSpace(l.K3sImage) == "" {
+		add(invalid("k3sImage", "a rancher/k3s image reference", "empty"))
+	}
+	if l.APIPort < 1 || l.APIPort > 65535 {
+		add(invalid("apiPort", "a TCP port, e.g. 6443", "%d", l.APIPort))
+	}
+	if l.RegistryEnabled() {
+		host, port, err := net.SplitHostPort(l.Registry.Address)
+		p, perr := strconv.Atoi(port)
+		if err != nil || net.ParseIP(host) == nil || perr != nil || p < 1 || p > 65535 {
+			add(invalid("registry.address", "IP:PORT, e.g. 127.0.0.1:5000", "%q", l.Registry.Address))
+		} else if p == l.APIPort {
+			add(invalid("registry.address", "pick another port than apiPort", "port %d is also the API port", p))
+		}
+	}
+	for _, f := range []struct{ name, val string }{{"sysfsRoot", l.SysfsRoot}, {"stateDir", l.StateDir}, {"vfioDir", l.VFIODir}} {
+		if !filepath.IsAbs(f.val) {
+			add(invalid(f.name, "an absolute path", "%q", f.val))
+		}
+	}
+	for i, p := range append(append([]string{}, l.PFs.Include...), l.PFs.Exclude...) {
+		if _, err := filepath.Match(p, ""); err != nil || strings.TrimSpace(p) == "" {
+			add(invalid(fmt.Sprintf("pfs[%d]", i), "an interface name, PCI address or glob", "%q", p))
+		}
+	}
+	for i, v := range l.Volumes {
+		if _, err := ParseVolume(v); err != nil {
+			add(invalid(fmt.Sprintf("volumes[%d]", i), "HOST:CONTAINER[:ro]@NODEFILTER, e.g. /data:/data@agent:*", "%v", err))
+		}
+	}
+	if l.WaitTimeout.Duration <= 0 {
+		add(invalid("waitTimeout", "e.g. 10m", "%s must be positive", l.WaitTimeout.Duration))
+	}
+	if l.Kubelet.CPUManagerPolicy != "static" && l.Kubelet.CPUManagerPolicy != "none" {
+		add(invalid("kubelet.cpuManagerPolicy", "static or none", "%q", l.Kubelet.CPUManagerPolicy))
+	}
+	for i, h := range append(append([][]string{}, l.Hooks.PostUp...), l.Hooks.PreDown...) {
+		if len(h) == 0 || h[0] == "" {
+			add(invalid(fmt.Sprintf("hooks[%d]", i), "a command and its arguments, e.g. [\"./hack/after-up.sh\"]", "empty command"))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Volume is an extra mount for the nodes.
+type Volume struct {
+	Host, Container string
+	ReadOnly        bool
+	NodeFilters     []string
+}
+
+// ParseVolume parses HOST:CONTAINER[:ro|rw]@FILTER[;FILTER...] (k3d's syntax).
+func ParseVolume(s string) (Volume, error) {
+	spec, filters, _ := strings.Cut(s, "@")
+	parts := strings.Split(spec, ":")
+	var v Volume
+	switch {
+	case len(parts) == 2:
+	case len(parts) == 3 && (parts[2] == "ro" || parts[2] == "rw"):
+		v.ReadOnly = parts[2] == "ro"
+	default:
+		return v, fmt.Errorf("%q is not HOST:CONTAINER[:ro]", spec)
+	}
+	v.Host, v.Container = parts[0], parts[1]
+	if !filepath.IsAbs(v.Host) || !filepath.IsAbs(v.Container) {
+		return v, fmt.Errorf("%q: both paths must be absolute", spec)
+	}
+	if filters == "" {
+		filters = "all"
+	}
+	for _, f := range strings.Split(filters, ";") {
+		if !regexp.MustCompile(`^(all|server|servers|agent|agents)(:(\*|\d+))?$`).MatchString(f) {
+			return v, fmt.Errorf("node filter %q: use server:0, agent:*, agent:1 or all", f)
+		}
+		v.NodeFilters = append(v.NodeFilters, f)
+	}
+	return v, nil
+}

@@ -1,0 +1,86 @@
+// Package testutil holds helpers shared by the project's tests. It lives
+// under test/ because nothing here may ever be imported by product code.
+package testutil
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/client"
+)
+
+// Stand-in image names. They carry "standin" in both repository and tag so
+// they can never be mistaken for a real k3s, k3d-tools or registry image.
+const (
+	StandinK3sImage      = "sriov-lane-standin/k3s:v1.35.5-k3s1-standin"
+	StandinToolsImage    = "sriov-lane-standin/k3d-tools:standin"
+	StandinRegistryImage = "sriov-lane-standin/registry:2-standin"
+)
+
+// Strict reports whether a missing prerequisite must fail the test rather
+// than skip it. `make test` (and so CI) sets SRIOV_LANE_TEST_STRICT=1: there
+// every test must run, and a skip would hide a broken set-up.
+func Strict() bool { return os.Getenv("SRIOV_LANE_TEST_STRICT") == "1" }
+
+// skipOrFail skips with the reason, or fails with it in strict mode.
+func skipOrFail(t testing.TB, reason string) {
+	t.Helper()
+	if Strict() {
+		t.Fatalf("prerequisite missing under SRIOV_LANE_TEST_STRICT=1: %s", reason)
+	}
+	t.Skip(reason)
+}
+
+// RequireRoot skips (or fails in strict mode) unless running as root.
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		skipOrFail(t, "needs root (netlink moves, network namespaces, sysfs); run `sudo make test`")
+	}
+}
+
+// RequireDocker skips (or fails in strict mode) unless a Docker daemon
+// answers, and returns a client for it.
+func RequireDocker(t testing.TB) *client.Client {
+	t.Helper()
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		skipOrFail(t, "needs Docker: "+err.Error())
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := cli.Ping(ctx); err != nil {
+		cli.Close()
+		skipOrFail(t, "needs a running Docker daemon (`make test-env` starts one): "+err.Error())
+		return nil
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// RequireImage skips (or fails in strict mode) unless the image exists
+// locally; stand-in images are built by `make test-env`.
+func RequireImage(t testing.TB, cli *client.Client, ref string) {
+	t.Helper()
+	if _, err := cli.ImageInspect(context.Background(), ref); err != nil {
+		skipOrFail(t, "needs image "+ref+" (built by `make test-env`): "+err.Error())
+	}
+}
+
+// RequireEnvPath returns the value of an environment variable naming a path
+// that must exist, skipping (or failing in strict mode) otherwise.
+func RequireEnvPath(t testing.TB, name, what string) string {
+	t.Helper()
+	p := os.Getenv(name)
+	if p == "" {
+		skipOrFail(t, "needs "+what+": set "+name+" (`make test` sets it)")
+		return ""
+	}
+	if _, err := os.Stat(p); err != nil {
+		skipOrFail(t, "needs "+what+": "+name+"="+p+": "+err.Error())
+	}
+	return p
+}
