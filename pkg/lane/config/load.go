@@ -210,10 +210,14 @@ func DecodeStrict(b []byte, l *Lane) error {
 	if len(bytes.TrimSpace(b)) == 0 {
 		return errors.New("file is empty")
 	}
-	if err := yaml.UnmarshalStrict(b, l); err != nil {
+	unknown, err := unknownFields(b)
+	if err != nil {
 		return err
 	}
-	return nil
+	if len(unknown) > 0 {
+		return fmt.Errorf("unknown field(s) %s", strings.Join(unknown, ", "))
+	}
+	return yaml.UnmarshalStrict(b, l)
 }
 
 // Marshal renders l as YAML (defaulted, as `plan` prints it).

@@ -1,0 +1,35 @@
+package cmd
+
+import (
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
+)
+
+// laneFlags selects and configures the lane a command acts on: --config F,
+// --name N and every lane setting as a flag (precedence flag > env > file >
+// default, see pkg/lane/config).
+type laneFlags struct {
+	file     string
+	name     string
+	settings *config.Flags
+}
+
+// addLaneFlags registers the lane-selecting flags; settings=false registers
+// only --config and --name (for commands that act on an existing lane).
+func addLaneFlags(c *cobra.Command, settings bool) *laneFlags {
+	lf := &laneFlags{}
+	c.Flags().StringVarP(&lf.file, "config", "c", "", "lane config file (apiVersion sriov-lane.io/v1alpha1, kind Lane)")
+	c.Flags().StringVarP(&lf.name, "name", "n", "", "lane name (env SRIOV_LANE_NAME, CLUSTER_NAME; default sriov)")
+	if settings {
+		lf.settings = config.AddFlags(c.Flags(), "name")
+	}
+	return lf
+}
+
+// load resolves the lane config from flags, environment and file.
+func (lf *laneFlags) load() (*config.Lane, error) {
+	return config.Load(config.Source{File: lf.file, Getenv: os.LookupEnv, Flags: lf.settings, Name: lf.name})
+}

@@ -1,0 +1,104 @@
+// Package cmd holds sriov-lane's cobra commands, one per file.
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
+)
+
+// IOStreams are the command's standard streams (tests pass buffers).
+type IOStreams struct {
+	In       io.Reader
+	Out, Err io.Writer
+}
+
+// Exit codes: 2 for bad input (nothing on the host changed), 1 for runtime
+// failures.
+const (
+	ExitOK      = 0
+	ExitFailure = 1
+	ExitUsage   = 2
+)
+
+// usageError marks bad command-line input.
+type usageError struct{ error }
+
+func (u usageError) Unwrap() error { return u.error }
+
+// usagef returns a usage error (exit 2).
+func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+// ExitCode maps an error to the process exit code.
+func ExitCode(err error) int {
+	if err == nil {
+		return ExitOK
+	}
+	var u usageError
+	if errors.As(err, &u) || config.IsInvalid(err) {
+		return ExitUsage
+	}
+	return ExitFailure
+}
+
+// globals are options every command shares. They live on the root command's
+// instance, not in package state, so tests can run commands side by side.
+type globals struct {
+	verbose bool
+	streams IOStreams
+}
+
+// NewRoot builds the command tree.
+func NewRoot(streams IOStreams) *cobra.Command {
+	g := &globals{streams: streams}
+	root := &cobra.Command{
+		Use:   "sriov-lane",
+		Short: "Local Kubernetes test lanes with real SR-IOV NICs",
+		Long: `sriov-lane brings up a k3d cluster (1 k3s server, N agents), binds SR-IOV physical
+functions from this host into the agents, creates VFs, deploys Multus, sriov-cni, the
+SR-IOV device plugin and a CNI, and waits until every agent advertises its VFs.
+'sriov-lane down' gives every PF back to the network namespace it came from.`,
+		Example: `  sudo sriov-lane check                 # is this host ready?
+  sudo sriov-lane up                    # 1 server + 2 agents, 1 PF and 6 VFs each
+  sudo sriov-lane up --config lane.yaml
+  sudo sriov-lane status
+  sudo sriov-lane down`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(streams.Out)
+	root.SetErr(streams.Err)
+	root.SetIn(streams.In)
+	root.PersistentFlags().BoolVarP(&g.verbose, "verbose", "v", false, "show detail for every step")
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return usageError{fmt.Errorf("%w\nRun '%s --help' for usage", err, c.CommandPath())}
+	})
+	root.AddCommand(
+		newVersionCmd(g),
+		newPlanCmd(g),
+		newCheckCmd(g),
+	)
+	return root
+}
+
+// Main runs the CLI and returns the exit code. SIGINT and SIGTERM cancel the
+// context so `up` can undo what it did before exiting.
+func Main(args []string, streams IOStreams) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	root := NewRoot(streams)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err != nil {
+		fmt.Fprintf(streams.Err, "error: %v\n", err)
+	}
+	return ExitCode(err)
+}

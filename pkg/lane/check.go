@@ -1,0 +1,220 @@
+package lane
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/docker/docker/client"
+	"golang.org/x/sys/unix"
+
+	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
+)
+
+// CheckStatus is the verdict of one preflight check.
+type CheckStatus string
+
+const (
+	Pass CheckStatus = "pass"
+	Warn CheckStatus = "warn"
+	Fail CheckStatus = "fail"
+)
+
+// CheckResult is one line of `sriov-lane check`.
+type CheckResult struct {
+	Name    string      `json:"name"`
+	Status  CheckStatus `json:"status"`
+	Message string      `json:"message"`
+	Hint    string      `json:"hint,omitempty"`
+}
+
+// Checker runs the preflight checks. It changes nothing on the host.
+type Checker struct {
+	Lane *config.Lane
+	// Docker may be nil: the docker check then connects from the environment.
+	Docker *client.Client
+	// PFs lists PF candidates; injected so check and up share discovery.
+	PFs func(ctx context.Context) (PFReport, error)
+}
+
+// PFReport is what the PF check needs to know from discovery.
+type PFReport struct {
+	Usable   []PFSummary
+	Excluded []PFSummary // with the reason in Note
+}
+
+// PFSummary is one PF as check prints it.
+type PFSummary struct {
+	Name     string `json:"name"`
+	PCI      string `json:"pci"`
+	Driver   string `json:"driver"`
+	TotalVFs int    `json:"totalVFs"`
+	Note     string `json:"note,omitempty"`
+}
+
+// Run performs every check, in the order users read them.
+func (c *Checker) Run(ctx context.Context) []CheckResult {
+	l := c.Lane
+	var out []CheckResult
+	add := func(name string, st CheckStatus, msg, hint string) {
+		out = append(out, CheckResult{Name: name, Status: st, Message: msg, Hint: hint})
+	}
+
+	if os.Geteuid() == 0 {
+		add("root", Pass, "running as root", "")
+	} else {
+		add("root", Fail, fmt.Sprintf("running as uid %d", os.Geteuid()), "moving PFs and writing sysfs need root: use sudo")
+	}
+
+	c.checkDocker(ctx, add)
+	c.checkSysfs(add)
+	c.checkPFs(ctx, add)
+
+	if fi, err := os.Stat(filepath.Join(l.VFIODir, "vfio")); err == nil && fi.Mode()&os.ModeType != os.ModeDir {
+		add("vfio-device", Pass, filepath.Join(l.VFIODir, "vfio")+" present", "")
+	} else if l.VFDriver == config.VFDriverVFIO {
+		add("vfio-device", Fail, filepath.Join(l.VFIODir, "vfio")+" missing", "load vfio-pci (modprobe vfio-pci) and enable the IOMMU (intel_iommu=on / amd_iommu=on), or use --vf-driver netdevice")
+	} else {
+		add("vfio-device", Warn, filepath.Join(l.VFIODir, "vfio")+" missing", "only needed for vfio-pci VFs")
+	}
+
+	if dirExists(filepath.Join(l.SysfsRoot, "bus/pci/drivers/vfio-pci")) {
+		add("vfio-pci-driver", Pass, "vfio-pci driver registered", "")
+	} else if l.VFDriver == config.VFDriverVFIO {
+		add("vfio-pci-driver", Fail, "vfio-pci driver not registered under "+filepath.Join(l.SysfsRoot, "bus/pci/drivers"), "modprobe vfio-pci")
+	} else {
+		add("vfio-pci-driver", Warn, "vfio-pci driver not registered", "only needed for vfio-pci VFs")
+	}
+
+	groups, _ := os.ReadDir(filepath.Join(l.SysfsRoot, "kernel/iommu_groups"))
+	if len(groups) > 0 {
+		add("iommu", Pass, fmt.Sprintf("%d IOMMU groups", len(groups)), "")
+	} else if l.VFDriver == config.VFDriverVFIO {
+		add("iommu", Fail, "no IOMMU groups under "+filepath.Join(l.SysfsRoot, "kernel/iommu_groups"), "enable VT-d/AMD-Vi in firmware and boot with intel_iommu=on iommu=pt")
+	} else {
+		add("iommu", Warn, "no IOMMU groups", "only needed for vfio-pci VFs")
+	}
+
+	c.checkPort(add, "api-port", "127.0.0.1", l.APIPort, "--api-port (HOST_PORT)")
+	if l.RegistryEnabled() {
+		host, port, _ := net.SplitHostPort(l.Registry.Address)
+		p, _ := strconv.Atoi(port)
+		c.checkPort(add, "registry-port", host, p, "--registry-address, or --registry=false")
+	}
+	return out
+}
+
+// Failed reports whether any hard requirement failed.
+func Failed(results []CheckResult) bool {
+	for _, r := range results {
+		if r.Status == Fail {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *Checker) checkDocker(ctx context.Context, add func(string, CheckStatus, string, string)) {
+	cli := c.Docker
+	if cli == nil {
+		var err error
+		cli, err = client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+		if err != nil {
+			add("docker", Fail, err.Error(), "check DOCKER_HOST")
+			return
+		}
+		defer cli.Close()
+	}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	ping, err := cli.Ping(pctx)
+	if err != nil {
+		add("docker", Fail, "Docker not reachable: "+err.Error(), "start dockerd (systemctl start docker) or set DOCKER_HOST")
+		add("k3s-image", Warn, "not checked: Docker not reachable", "")
+		return
+	}
+	add("docker", Pass, "Docker API "+ping.APIVersion, "")
+	if _, err := cli.ImageInspect(pctx, c.Lane.K3sImage); err == nil {
+		add("k3s-image", Pass, c.Lane.K3sImage+" present locally", "")
+	} else {
+		add("k3s-image", Warn, c.Lane.K3sImage+" not present locally: up will pull it", "docker pull "+c.Lane.K3sImage+" ahead of time, or set imageRegistryMirror")
+	}
+}
+
+func (c *Checker) checkSysfs(add func(string, CheckStatus, string, string)) {
+	root := c.Lane.SysfsRoot
+	devs := filepath.Join(root, "bus/pci/devices")
+	if _, err := os.ReadDir(devs); err != nil {
+		add("sysfs", Fail, "cannot read "+devs+": "+err.Error(), "set --sysfs-root to where the host's /sys is mounted")
+		return
+	}
+	probe := filepath.Join(root, "bus/pci/drivers_probe")
+	if err := unix.Access(probe, unix.W_OK); err != nil {
+		add("sysfs", Fail, probe+" not writable: "+err.Error(), "sysfs is read-only here: run on the host, or mount the host's /sys read-write (privileged pod) and pass --sysfs-root")
+		return
+	}
+	add("sysfs", Pass, root+" readable and writable", "")
+}
+
+func (c *Checker) checkPFs(ctx context.Context, add func(string, CheckStatus, string, string)) {
+	l := c.Lane
+	need := l.Agents * l.PFsPerNode
+	if c.PFs == nil {
+		add("pfs", Fail, "PF discovery unavailable", "")
+		return
+	}
+	rep, err := c.PFs(ctx)
+	if err != nil {
+		add("pfs", Fail, "PF discovery failed: "+err.Error(), "check --sysfs-root")
+		return
+	}
+	for _, pf := range rep.Usable {
+		st := Pass
+		msg := fmt.Sprintf("%s (%s) driver %s, totalvfs %d", pf.Name, pf.PCI, pf.Driver, pf.TotalVFs)
+		if pf.TotalVFs < l.VFsPerPF {
+			st = Warn
+			msg += fmt.Sprintf(": fewer than vfsPerPF=%d, not usable", l.VFsPerPF)
+		}
+		add("pf "+pf.Name, st, msg, "")
+	}
+	for _, pf := range rep.Excluded {
+		add("pf "+pf.Name, Warn, fmt.Sprintf("%s (%s) not chosen: %s", pf.Name, pf.PCI, pf.Note), "list it in pfs.include to use it anyway")
+	}
+	usable := 0
+	for _, pf := range rep.Usable {
+		if pf.TotalVFs >= l.VFsPerPF {
+			usable++
+		}
+	}
+	msg := fmt.Sprintf("%d usable SR-IOV PFs, need %d (agents %d x pfsPerNode %d)", usable, need, l.Agents, l.PFsPerNode)
+	switch {
+	case usable == 0 && len(rep.Excluded) == 0:
+		add("pfs", Fail, "no SR-IOV PF found under "+l.SysfsRoot+": "+msg, "this host has no SR-IOV NIC (no netdev whose PCI device has sriov_totalvfs > 0), or --sysfs-root is wrong")
+	case usable < need:
+		add("pfs", Fail, msg, "lower --agents or --pfs-per-node, free PFs leased by other lanes (sriov-lane status), or widen pfs.include")
+	default:
+		add("pfs", Pass, msg, "")
+	}
+}
+
+func (c *Checker) checkPort(add func(string, CheckStatus, string, string), name, host string, port int, flag string) {
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		add(name, Fail, addr+" is in use: "+err.Error(), "pick another with "+flag+", or bring down the lane using it")
+		return
+	}
+	ln.Close()
+	add(name, Pass, addr+" free", "")
+}
+
+func dirExists(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
+}
+
+func (s CheckStatus) String() string { return string(s) }

@@ -1,0 +1,160 @@
+package journal
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestBeginDoneReverseFromFreshOpen(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "lane", FileName)
+	j, err := Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := j.Begin("t.a", map[string]string{"x": "1"})
+	if err := j.Done(a); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Begin("t.b", map[string]int{"n": 2}); err != nil { // never marked done: a crash mid-change
+		t.Fatal(err)
+	}
+	j.Close()
+
+	j2, err := Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j2.Close()
+	var order []string
+	var sawDone []bool
+	u := Undoers{
+		"t.a": func(_ context.Context, e *Entry) (string, error) {
+			var d map[string]string
+			if err := e.Decode(&d); err != nil || d["x"] != "1" {
+				t.Errorf("data lost: %v %v", d, err)
+			}
+			order, sawDone = append(order, e.Op), append(sawDone, e.Done)
+			return "", nil
+		},
+		"t.b": func(_ context.Context, e *Entry) (string, error) {
+			order, sawDone = append(order, e.Op), append(sawDone, e.Done)
+			return "was never done", nil
+		},
+	}
+	if err := Reverse(context.Background(), j2, u, ReverseOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(order, ",") != "t.b,t.a" || sawDone[0] || !sawDone[1] {
+		t.Fatalf("order %v done %v", order, sawDone)
+	}
+	if len(j2.Pending()) != 0 {
+		t.Fatal("entries still pending")
+	}
+	// A second Reverse has nothing to do.
+	if err := Reverse(context.Background(), j2, Undoers{}, ReverseOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := j2.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p); !os.IsNotExist(err) {
+		t.Fatal("journal not removed")
+	}
+}
+
+func TestReverseStopsAtFailureAndResumes(t *testing.T) {
+	p := filepath.Join(t.TempDir(), FileName)
+	j, _ := Open(p)
+	defer j.Close()
+	j.Begin("t.cluster", nil)
+	j.Begin("t.pf", nil)
+	fail := true
+	var clusterUndone bool
+	u := Undoers{
+		"t.pf": func(context.Context, *Entry) (string, error) {
+			if fail {
+				return "", errors.New("PF busy")
+			}
+			return "", nil
+		},
+		"t.cluster": func(context.Context, *Entry) (string, error) { clusterUndone = true; return "", nil },
+	}
+	if err := Reverse(context.Background(), j, u, ReverseOptions{}); err == nil || !strings.Contains(err.Error(), "PF busy") {
+		t.Fatalf("want failure, got %v", err)
+	}
+	if clusterUndone {
+		t.Fatal("cluster torn down although the PF did not come back")
+	}
+	fail = false
+	if err := Reverse(context.Background(), j, u, ReverseOptions{}); err != nil || !clusterUndone {
+		t.Fatalf("resume: %v %v", err, clusterUndone)
+	}
+}
+
+func TestUnknownOpIsAnError(t *testing.T) {
+	j, _ := Open(filepath.Join(t.TempDir(), FileName))
+	defer j.Close()
+	j.Begin("future.op", nil)
+	if err := Reverse(context.Background(), j, Undoers{}, ReverseOptions{}); err == nil || !strings.Contains(err.Error(), "future.op") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestTornLastLineIsDropped(t *testing.T) {
+	p := filepath.Join(t.TempDir(), FileName)
+	j, _ := Open(p)
+	j.Begin("t.a", nil)
+	j.Close()
+	f, _ := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString(`{"seq":2,"phase":"inte`)
+	f.Close()
+	j2, err := Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j2.Close()
+	if n := len(j2.Pending()); n != 1 {
+		t.Fatalf("pending = %d", n)
+	}
+}
+
+// TestLockHeldAcrossProcesses checks a second process cannot open a journal
+// that a live one holds, and can once that one is gone (the lock dies with it).
+func TestLockHeldAcrossProcesses(t *testing.T) {
+	if os.Getenv("JOURNAL_HOLD") != "" {
+		j, err := Open(os.Getenv("JOURNAL_HOLD"))
+		if err != nil {
+			os.Exit(3)
+		}
+		_ = j
+		os.Stdout.WriteString("held\n")
+		select {}
+	}
+	p := filepath.Join(t.TempDir(), FileName)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestLockHeldAcrossProcesses$")
+	cmd.Env = append(os.Environ(), "JOURNAL_HOLD="+p)
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	buf := make([]byte, 5)
+	if _, err := out.Read(buf); err != nil || string(buf) != "held\n" {
+		t.Fatalf("child did not take the lock: %q %v", buf, err)
+	}
+	if _, err := Open(p); !errors.Is(err, ErrBusy) {
+		t.Fatalf("want ErrBusy, got %v", err)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	j, err := Open(p)
+	if err != nil {
+		t.Fatalf("lock survived its process: %v", err)
+	}
+	j.Close()
+}
