@@ -111,8 +111,8 @@ type flagValue struct {
 	set bool
 }
 
-func (f *flagValue) String() string   { return f.val }
-func (f *flagValue) Type() string     { return f.s.Type }
+func (f *flagValue) String() string { return f.val }
+func (f *flagValue) Type() string   { return f.s.Type }
 func (f *flagValue) Set(v string) error {
 	if f.s.Type == "list" && f.set {
 		v = f.val + "," + v

@@ -61,10 +61,10 @@ type Lane struct {
 	ImageRegistryMirror string   `json:"imageRegistryMirror,omitempty"`
 	Kubelet             Kubelet  `json:"kubelet"`
 	// Kubeconfig is where the lane's kubeconfig is written (mode 0600).
-	Kubeconfig string   `json:"kubeconfig,omitempty"`
-	Wait       Wait     `json:"wait"`
-	Calico     Calico   `json:"calico,omitempty"`
-	Hooks      Hooks    `json:"hooks,omitempty"`
+	Kubeconfig  string   `json:"kubeconfig,omitempty"`
+	Wait        Wait     `json:"wait"`
+	Calico      Calico   `json:"calico,omitempty"`
+	Hooks       Hooks    `json:"hooks,omitempty"`
 	WaitTimeout Duration `json:"waitTimeout"`
 }
 
