@@ -85,6 +85,8 @@ SR-IOV device plugin and a CNI, and waits until every agent advertises its VFs.
 		newVersionCmd(g),
 		newPlanCmd(g),
 		newCheckCmd(g),
+		newUpCmd(g),
+		newDownCmd(g),
 	)
 	return root
 }

@@ -136,6 +136,20 @@ func AddFlags(fs *pflag.FlagSet, skip ...string) *Flags {
 	return fl
 }
 
+// AddFlagsOnly registers just the named settings on fs.
+func AddFlagsOnly(fs *pflag.FlagSet, only ...string) *Flags {
+	fl := &Flags{values: map[string]*flagValue{}}
+	for _, s := range Settings() {
+		if !contains(only, s.Flag) {
+			continue
+		}
+		v := &flagValue{s: s}
+		fl.values[s.Flag] = v
+		fs.Var(v, s.Flag, s.Usage+" (env "+strings.Join(s.Env, ", ")+")")
+	}
+	return fl
+}
+
 func contains(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {

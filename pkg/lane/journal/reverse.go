@@ -31,6 +31,8 @@ type ReverseOptions struct {
 	// stops, so nothing after a PF that failed to come back (a cluster whose
 	// deletion would strand it) is torn down before a retry.
 	KeepGoing bool
+	// Before is called before each undo starts.
+	Before func(e *Entry)
 	// Report is called after each undo with its entry, note and error.
 	Report func(e *Entry, note string, err error)
 	// Until stops once every entry with Seq >= Until is undone (0: all).
@@ -47,6 +49,9 @@ func Reverse(ctx context.Context, j *Journal, undoers Undoers, opts ReverseOptio
 		}
 		if err := ctx.Err(); err != nil {
 			return errors.Join(append(errs, err)...)
+		}
+		if opts.Before != nil {
+			opts.Before(e)
 		}
 		undo, ok := undoers[e.Op]
 		var note string

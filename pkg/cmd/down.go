@@ -1,0 +1,75 @@
+package cmd
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sriov-lane/sriov-lane/pkg/lane"
+	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
+)
+
+func newDownCmd(g *globals) *cobra.Command {
+	var all, force bool
+	var lf *laneFlags
+	c := &cobra.Command{
+		Use:   "down",
+		Short: "Tear a lane down: PFs back first, then cluster, registry and leases",
+		Long: `down works from the lane's journal, whatever state the lane is in (half created,
+containers removed by hand, Docker restarted, up killed): every PF goes back to the
+network namespace it was found in, under its original name, with numvfs 0; then the
+cluster and registry are deleted and the leases released. It exits 0 when there is
+nothing to do.`,
+		Example: `  sudo sriov-lane down
+  sudo sriov-lane down --name lane2
+  sudo sriov-lane down --all
+  sudo sriov-lane down --config lane.yaml --force`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			l, err := lf.load()
+			if err != nil {
+				return err
+			}
+			names := []string{l.Name}
+			if all {
+				if lf.name != "" {
+					return usagef("--all and --name exclude each other")
+				}
+				if names, err = lane.Lanes(l.StateDir); err != nil {
+					return err
+				}
+			}
+			var failed []error
+			for _, n := range names {
+				ln := *l
+				ln.Name = n
+				saved, err := lane.ResolveSaved(&ln)
+				if err != nil {
+					return err
+				}
+				rep, err := lane.Down(c.Context(), saved, lane.DownOptions{Out: g.streams.Out, Verbose: g.verbose, Force: force})
+				switch {
+				case err != nil:
+					failed = append(failed, err)
+				case rep.NothingToDo:
+					fmt.Fprintf(g.streams.Out, "lane %s: nothing to do\n", n)
+				default:
+					fmt.Fprintf(g.streams.Out, "lane %s is down\n", n)
+				}
+			}
+			if len(names) == 0 {
+				fmt.Fprintln(g.streams.Out, "no lanes: nothing to do")
+			}
+			if len(failed) > 0 {
+				return fmt.Errorf("%d lane(s) not fully down: %v", len(failed), failed)
+			}
+			return nil
+		},
+	}
+	lf = addLaneFlags(c, false)
+	// down needs the state dir (and sysfs root for lanes from older state).
+	lf.settings = config.AddFlagsOnly(c.Flags(), "state-dir")
+	c.Flags().BoolVar(&all, "all", false, "tear down every lane of this host (this state dir)")
+	c.Flags().BoolVar(&force, "force", false, "continue past failed undos; return PFs to the current netns even if they came from another")
+	return c
+}

@@ -1,0 +1,54 @@
+package cmd
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sriov-lane/sriov-lane/pkg/lane"
+)
+
+func newUpCmd(g *globals) *cobra.Command {
+	var retain bool
+	var kubevirtci string
+	var lf *laneFlags
+	c := &cobra.Command{
+		Use:   "up",
+		Short: "Create a lane: cluster, PFs moved into agents, VFs, network components",
+		Long: `up creates the k3d cluster, leases PFs, moves them into the agents, creates and binds
+VFs, deploys Multus, sriov-cni, the device plugin and the CNI, and returns when every
+agent advertises its VFs. On failure, Ctrl-C or SIGTERM it undoes everything it did,
+PFs first, unless --retain.`,
+		Example: `  sudo sriov-lane up
+  sudo sriov-lane up --config lane.yaml -v
+  sudo sriov-lane up --agents 3 --pfs-per-node 2 --vf-driver netdevice
+  sudo sriov-lane up --kubevirtci _ci-configs/sriov   # writes .kubeconfig, .kubectl, config-provider-sriov.sh`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			l, err := lf.load()
+			if err != nil {
+				return err
+			}
+			timings, err := lane.Up(c.Context(), l, lane.UpOptions{
+				Out: g.streams.Out, Verbose: g.verbose, Retain: retain, KubevirtciDir: kubevirtci,
+			})
+			if err != nil {
+				return err
+			}
+			var total float64
+			for _, t := range timings {
+				total += t.Duration.Seconds()
+			}
+			kc := l.Kubeconfig
+			if kc == "" {
+				kc = lane.DefaultKubeconfig(l)
+			}
+			fmt.Fprintf(g.streams.Out, "lane %s is up (%.1fs)\n  export KUBECONFIG=%s\n  sriov-lane status --name %s\n", l.Name, total, kc, l.Name)
+			return nil
+		},
+	}
+	lf = addLaneFlags(c, true)
+	c.Flags().BoolVar(&retain, "retain", false, "keep whatever was made when up fails (debugging); remove it with down")
+	c.Flags().StringVar(&kubevirtci, "kubevirtci", "", "also write kubevirtci's provider files into this directory")
+	return c
+}

@@ -1,0 +1,77 @@
+package lane
+
+import (
+	"io"
+	"path/filepath"
+
+	"github.com/docker/docker/client"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
+	"github.com/sriov-lane/sriov-lane/pkg/lane/journal"
+	"github.com/sriov-lane/sriov-lane/pkg/provider"
+	"github.com/sriov-lane/sriov-lane/pkg/sriov"
+)
+
+// Context is what the steps of `up` share. Each step reads what earlier
+// steps left here and adds its own results.
+type Context struct {
+	Lane     *config.Lane
+	Journal  *journal.Journal
+	Status   *Status
+	Docker   *client.Client
+	Provider *provider.Provider
+	SRIOV    *sriov.Session
+	// Out receives hook output.
+	Out io.Writer
+	// KubevirtciDir, when set, receives kubevirtci's provider files.
+	KubevirtciDir string
+	// AfterStep runs after each successful step (crash tests stop here).
+	AfterStep func(step string)
+
+	// Filled in by the steps.
+	Leased     []sriov.PF
+	Agents     []provider.Node
+	Placements []Placement
+	Kubeconfig string
+	Rest       *rest.Config
+	Clientset  kubernetes.Interface
+	objects    []*unstructured.Unstructured
+}
+
+// Placement is one PF inside one agent.
+type Placement struct {
+	PF     sriov.PF `json:"pf"`
+	Node   string   `json:"node"`
+	NameIn string   `json:"nameInNode"`
+	VFs    int      `json:"vfs"`
+}
+
+// Undoers reverses everything the lane journals.
+func (c *Context) Undoers() journal.Undoers {
+	return undoers(c.Lane, c.Docker, c.Provider)
+}
+
+func undoers(l *config.Lane, cli *client.Client, p *provider.Provider) journal.Undoers {
+	return sriov.Undoers(sriov.Deps{Sysfs: sriov.Sysfs{Root: l.SysfsRoot}, Docker: cli}).
+		Merge(provider.Undoers(p), laneUndoers())
+}
+
+// finish removes the lane's journal and directory once nothing is pending.
+func (c *Context) finish() {
+	if err := c.Journal.Remove(); err == nil {
+		removeLaneDir(c.Lane)
+	}
+}
+
+// JournalPath is where a lane's journal lives.
+func JournalPath(l *config.Lane) string { return filepath.Join(l.LaneDir(), journal.FileName) }
+
+// SavedConfigPath is the resolved config `up` saved, so `down --name` can
+// act without the original file.
+func SavedConfigPath(l *config.Lane) string { return filepath.Join(l.LaneDir(), "lane.yaml") }
+
+// DefaultKubeconfig is where the kubeconfig goes when none is asked for.
+func DefaultKubeconfig(l *config.Lane) string { return filepath.Join(l.LaneDir(), "kubeconfig") }

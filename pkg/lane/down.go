@@ -1,0 +1,149 @@
+package lane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/docker/docker/client"
+
+	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
+	"github.com/sriov-lane/sriov-lane/pkg/lane/journal"
+	"github.com/sriov-lane/sriov-lane/pkg/provider"
+	"github.com/sriov-lane/sriov-lane/pkg/sriov"
+)
+
+// DownOptions tune Down.
+type DownOptions struct {
+	Out     io.Writer
+	Verbose bool
+	// Force keeps going past a failed undo and returns PFs to the current
+	// netns even if it is not the one they were taken from.
+	Force bool
+}
+
+// DownReport says what Down did.
+type DownReport struct {
+	NothingToDo bool
+	Notes       []string
+	// PFReturn is, per PF move undone, the time from the start of its undo
+	// until the PF was back.
+	PFReturn []time.Duration
+}
+
+// ResolveSaved replaces l by the config `up` saved for the lane of that
+// name and state dir, when there is one: `down --name N` then acts exactly
+// on what `up` made, whatever flags it is given now.
+func ResolveSaved(l *config.Lane) (*config.Lane, error) {
+	b, err := os.ReadFile(SavedConfigPath(l))
+	if errors.Is(err, os.ErrNotExist) {
+		return l, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	saved := &config.Lane{}
+	if err := config.DecodeStrict(b, saved); err != nil {
+		return nil, fmt.Errorf("reading saved config %s: %w", SavedConfigPath(l), err)
+	}
+	config.SetDefaults(saved)
+	return saved, nil
+}
+
+// Down tears the lane down from its journal: PFs back first (original
+// names, original netns, numvfs 0), then cluster and registry, then leases.
+func Down(ctx context.Context, l *config.Lane, opts DownOptions) (DownReport, error) {
+	var rep DownReport
+	if _, err := os.Stat(JournalPath(l)); errors.Is(err, os.ErrNotExist) {
+		rep.NothingToDo = true
+		return rep, nil
+	}
+	j, err := journal.Open(JournalPath(l))
+	if err != nil {
+		if errors.Is(err, journal.ErrBusy) {
+			return rep, fmt.Errorf("lane %s: %w (is 'sriov-lane up' still running? stop it with Ctrl-C and it undoes itself)", l.Name, err)
+		}
+		return rep, err
+	}
+	defer j.Close()
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return rep, fmt.Errorf("connecting to Docker: %w", err)
+	}
+	defer cli.Close()
+	status := NewStatus(opts.Out, opts.Verbose)
+	c := &Context{Lane: l, Journal: j, Status: status, Docker: cli, Provider: provider.NewWithClient(cli), Out: opts.Out}
+
+	if len(l.Hooks.PreDown) > 0 {
+		kc := l.Kubeconfig
+		if kc == "" {
+			kc = DefaultKubeconfig(l)
+		}
+		status.Start("pre-down hooks")
+		err := runHooks(ctx, c, "pre-down", l.Hooks.PreDown, kc, PlacementsFromJournal(j.Entries()))
+		status.End(err)
+		if err != nil {
+			// A failing hook must not keep NICs away from the host.
+			status.Infof("%v; tearing down anyway", err)
+		}
+	}
+
+	status.Start("return PFs and delete lane")
+	u := sriov.Undoers(sriov.Deps{Sysfs: sriov.Sysfs{Root: l.SysfsRoot}, Docker: cli, Force: opts.Force}).
+		Merge(provider.Undoers(c.Provider), laneUndoers())
+	var started time.Time
+	err = journal.Reverse(ctx, j, u, journal.ReverseOptions{
+		KeepGoing: opts.Force,
+		Before:    func(*journal.Entry) { started = time.Now() },
+		Report: func(e *journal.Entry, note string, err error) {
+			if e.Op == sriov.OpMove && err == nil {
+				rep.PFReturn = append(rep.PFReturn, time.Since(started))
+			}
+			if note != "" {
+				rep.Notes = append(rep.Notes, e.Op+": "+note)
+			}
+			c.reportUndo(e, note, err)
+		},
+	})
+	status.End(err)
+	if err != nil {
+		return rep, fmt.Errorf("lane %s: %w\nthe journal %s keeps what is left: fix the cause and run down again (--force to continue past failures)", l.Name, err, j.Path())
+	}
+	c.finish()
+	return rep, nil
+}
+
+// PlacementsFromJournal reconstructs where each PF went from the journal.
+func PlacementsFromJournal(entries []journal.Entry) []Placement {
+	var out []Placement
+	for _, e := range entries {
+		if e.Op != sriov.OpMove || e.Undone {
+			continue
+		}
+		var r sriov.MoveRecord
+		if err := e.Decode(&r); err != nil || r.What != "PF" {
+			continue
+		}
+		out = append(out, Placement{PF: sriov.PF{Name: r.Name, PCI: r.PCI, MAC: r.MAC}, Node: r.TargetDesc, NameIn: r.MovedAs})
+	}
+	return out
+}
+
+// Lanes lists the names of lanes with a journal under stateDir.
+func Lanes(stateDir string) ([]string, error) {
+	matches, err := filepath.Glob(filepath.Join(stateDir, "lanes", "*", journal.FileName))
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, m := range matches {
+		names = append(names, filepath.Base(filepath.Dir(m)))
+	}
+	sort.Strings(names)
+	return names, nil
+}

@@ -1,0 +1,218 @@
+package lane
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/sriov-lane/sriov-lane/pkg/cni"
+	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
+	"github.com/sriov-lane/sriov-lane/pkg/lane/journal"
+	"github.com/sriov-lane/sriov-lane/pkg/provider"
+	"github.com/sriov-lane/sriov-lane/pkg/sriov"
+)
+
+func stepLease(ctx context.Context, c *Context) error {
+	l := c.Lane
+	pfs, err := sriov.Discover(c.SRIOV.Sysfs)
+	if err != nil {
+		return err
+	}
+	// PFs with too few VFs are no candidates; say so if that is why we fall short.
+	var cands []sriov.PF
+	small := 0
+	for _, pf := range pfs {
+		if pf.TotalVFs < l.VFsPerPF {
+			small++
+			continue
+		}
+		cands = append(cands, pf)
+	}
+	leased, err := sriov.NewLeaser(l.StateDir).Allocate(ctx, c.SRIOV, sriov.Request{
+		Lane: l.Name, Count: l.Agents * l.PFsPerNode, Candidates: cands, Selection: selection(l),
+	})
+	if err != nil {
+		if small > 0 {
+			return fmt.Errorf("%w; %d more PFs have sriov_totalvfs below vfsPerPF=%d", err, small, l.VFsPerPF)
+		}
+		return err
+	}
+	c.Leased = leased
+	for _, pf := range leased {
+		c.Status.Detailf("leased %s (%s), totalvfs %d", pf.Name, pf.PCI, pf.TotalVFs)
+	}
+	return nil
+}
+
+func stepCreateCluster(ctx context.Context, c *Context) error {
+	rec := provider.ClusterRecord{Name: c.Lane.ClusterName()}
+	var entries []*journal.Entry
+	ops := []string{provider.OpCluster}
+	if c.Lane.RegistryEnabled() {
+		ops = append(ops, provider.OpRegistry)
+	}
+	for _, op := range ops {
+		e, err := c.Journal.Begin(op, rec)
+		if err != nil {
+			return err
+		}
+		entries = append(entries, e)
+	}
+	err := c.Provider.Create(ctx, c.Lane, provider.CreateOptions{
+		Progress: func(node, msg string) { c.Status.Detailf("%s: %s", node, msg) },
+	})
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := c.Journal.Done(e); err != nil {
+			return err
+		}
+	}
+	c.Kubeconfig = c.Lane.Kubeconfig
+	if c.Kubeconfig == "" {
+		c.Kubeconfig = DefaultKubeconfig(c.Lane)
+	}
+	if err := c.Provider.WriteKubeconfig(ctx, c.Lane.ClusterName(), c.Kubeconfig); err != nil {
+		return err
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+	if err != nil {
+		return fmt.Errorf("loading kubeconfig %s: %w", c.Kubeconfig, err)
+	}
+	c.Rest = cfg
+	c.Clientset, err = kubernetes.NewForConfig(cfg)
+	return err
+}
+
+func stepPrepareNodes(ctx context.Context, c *Context) error {
+	agents, err := c.Provider.Agents(ctx, c.Lane.ClusterName())
+	if err != nil {
+		return err
+	}
+	if len(agents) != c.Lane.Agents {
+		return fmt.Errorf("cluster %s has %d agents, want %d", c.Lane.ClusterName(), len(agents), c.Lane.Agents)
+	}
+	c.Agents = agents
+	return c.Provider.PrepareAll(ctx, c.Lane.ClusterName())
+}
+
+// stepBindPFs is where PFs leave the host: each agent gets its slice of the
+// leased PFs, moved into the agent container's netns (pkg/sriov/move.go).
+func stepBindPFs(ctx context.Context, c *Context) error {
+	k := c.Lane.PFsPerNode
+	for i, agent := range c.Agents {
+		target := sriov.ContainerTarget{ID: agent.ContainerID, Docker: c.Docker}
+		for _, pf := range c.Leased[i*k : (i+1)*k] {
+			name, err := c.SRIOV.MovePF(ctx, pf, target)
+			if err != nil {
+				return fmt.Errorf("binding %s into %s: %w", pf, agent.Name, err)
+			}
+			c.Placements = append(c.Placements, Placement{PF: pf, Node: agent.Name, NameIn: name})
+			c.Status.Detailf("%s -> %s as %s", pf, agent.Name, name)
+		}
+	}
+	return nil
+}
+
+func stepVFs(ctx context.Context, c *Context) error {
+	mode := sriov.ModeVFIO
+	if c.Lane.VFDriver == config.VFDriverNetdevice {
+		mode = sriov.ModeNetdevice
+	}
+	agentByName := map[string]provider.Node{}
+	for _, a := range c.Agents {
+		agentByName[a.Name] = a
+	}
+	for i := range c.Placements {
+		p := &c.Placements[i]
+		a := agentByName[p.Node]
+		vfs, err := c.SRIOV.ConfigureVFs(ctx, p.PF, sriov.VFOptions{
+			Count: c.Lane.VFsPerPF, Mode: mode,
+			Target: sriov.ContainerTarget{ID: a.ContainerID, Docker: c.Docker},
+		})
+		if err != nil {
+			return fmt.Errorf("creating VFs on %s in %s: %w", p.PF, p.Node, err)
+		}
+		p.VFs = len(vfs)
+		c.Status.Detailf("%s: %d VFs (%s)", p.PF, len(vfs), c.Lane.VFDriver)
+	}
+	return nil
+}
+
+func stepLabelNodes(ctx context.Context, c *Context) error {
+	key, val := c.Lane.NodeLabelKV()
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]string{key: val}}})
+	for _, a := range c.Agents {
+		if _, err := c.Clientset.CoreV1().Nodes().Patch(ctx, a.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "sriov-lane"}); err != nil {
+			return fmt.Errorf("labelling node %s %s: %w", a.Name, c.Lane.NodeLabel, err)
+		}
+	}
+	return nil
+}
+
+// CNIOptions maps the lane config and PF placements to pkg/cni's options.
+func CNIOptions(l *config.Lane, pfNamesInNodes []string) cni.Options {
+	key, val := l.NodeLabelKV()
+	return cni.Options{
+		CNI: l.CNI, ResourcePrefix: l.ResourcePrefix, ResourceName: l.ResourceName,
+		NodeSelectorKey: key, NodeSelectorValue: val, PFNames: pfNamesInNodes,
+		VFDriver: l.VFDriver, ImageRegistryMirror: l.ImageRegistryMirror,
+		Calico: cni.CalicoOptions{ManifestFile: l.Calico.ManifestFile, CacheDir: l.StateDir + "/cache"},
+	}
+}
+
+func (c *Context) pfNamesInNodes() []string {
+	seen := map[string]bool{}
+	var names []string
+	for _, p := range c.Placements {
+		if !seen[p.NameIn] {
+			seen[p.NameIn] = true
+			names = append(names, p.NameIn)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+func stepDeployComponents(ctx context.Context, c *Context) error {
+	objs, err := cni.Objects(ctx, CNIOptions(c.Lane, c.pfNamesInNodes()))
+	if err != nil {
+		return err
+	}
+	c.objects = objs
+	return cni.Apply(ctx, c.Rest, objs, c.Status.Detailf)
+}
+
+func stepWait(ctx context.Context, c *Context) error {
+	ctx, cancel := context.WithTimeout(ctx, c.Lane.WaitTimeout.Duration)
+	defer cancel()
+	nodes, err := c.Provider.Nodes(ctx, c.Lane.ClusterName())
+	if err != nil {
+		return err
+	}
+	var names []string
+	for _, n := range nodes {
+		names = append(names, n.Name)
+	}
+	if err := cni.WaitNodesReady(ctx, c.Clientset, names); err != nil {
+		return err
+	}
+	want := map[string]int64{}
+	for _, p := range c.Placements {
+		want[p.Node] += int64(p.VFs)
+	}
+	if err := cni.WaitAllocatable(ctx, c.Clientset, want, c.Lane.Resource()); err != nil {
+		return err
+	}
+	if c.Lane.WaitDaemonSets() {
+		return cni.WaitDaemonSets(ctx, c.Clientset, c.objects)
+	}
+	return nil
+}

@@ -1,0 +1,140 @@
+package lane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/docker/docker/client"
+
+	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
+	"github.com/sriov-lane/sriov-lane/pkg/lane/journal"
+	"github.com/sriov-lane/sriov-lane/pkg/provider"
+	"github.com/sriov-lane/sriov-lane/pkg/sriov"
+)
+
+// UpOptions tune Up.
+type UpOptions struct {
+	Out, Err      io.Writer
+	Verbose       bool
+	Retain        bool
+	KubevirtciDir string
+	// AfterStep is called after each step (tests stop the process there).
+	AfterStep func(step string)
+}
+
+// UpSteps is the ordered pipeline of `up`. Each step journals the host
+// changes it makes, so any prefix of it can be undone by journal.Reverse.
+func UpSteps() []Step {
+	return []Step{
+		{"preflight", stepPreflight},
+		{"lease PFs", stepLease},
+		{"create cluster", stepCreateCluster},
+		{"prepare nodes", stepPrepareNodes},
+		{"bind PFs into agents", stepBindPFs},
+		{"create VFs and bind drivers", stepVFs},
+		{"label nodes", stepLabelNodes},
+		{"deploy components", stepDeployComponents},
+		{"wait for VFs", stepWait},
+		{"write outputs", stepOutputs},
+		{"post-up hooks", stepPostUpHooks},
+	}
+}
+
+// Up brings the lane up. On failure or interruption it undoes what it did
+// (PFs first) unless opts.Retain.
+func Up(ctx context.Context, l *config.Lane, opts UpOptions) ([]StepTiming, error) {
+	if _, err := os.Stat(JournalPath(l)); err == nil {
+		return nil, fmt.Errorf("lane %q already exists (journal %s): run 'sriov-lane down --name %s' first, or pick another --name", l.Name, JournalPath(l), l.Name)
+	}
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return nil, fmt.Errorf("connecting to Docker: %w", err)
+	}
+	defer cli.Close()
+	status := NewStatus(opts.Out, opts.Verbose)
+	c := &Context{
+		Lane: l, Status: status, Docker: cli, Provider: provider.NewWithClient(cli),
+		Out: opts.Out, KubevirtciDir: opts.KubevirtciDir, AfterStep: opts.AfterStep,
+	}
+	// Preflight runs before the journal exists: a lane that fails it leaves
+	// no trace on the host.
+	steps := UpSteps()
+	status.Start(steps[0].Name)
+	err = steps[0].Run(ctx, c)
+	status.End(err)
+	if err != nil {
+		return nil, err
+	}
+	j, err := journal.Open(JournalPath(l))
+	if err != nil {
+		return nil, err
+	}
+	defer j.Close()
+	c.Journal = j
+	if err := saveConfig(l); err != nil {
+		c.finish()
+		return nil, err
+	}
+	c.SRIOV = &sriov.Session{Journal: j, Sysfs: sriov.Sysfs{Root: l.SysfsRoot}, Docker: cli, Log: func(m string) { status.Infof("%s", m) }}
+	if c.AfterStep != nil {
+		c.AfterStep(steps[0].Name)
+	}
+	timings, err := runSteps(ctx, c, steps[1:], opts.Retain)
+	return timings, err
+}
+
+func saveConfig(l *config.Lane) error {
+	b, err := config.Marshal(l)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(SavedConfigPath(l), b, 0o600); err != nil {
+		return fmt.Errorf("saving lane config: %w", err)
+	}
+	return nil
+}
+
+func removeLaneDir(l *config.Lane) {
+	for _, f := range []string{SavedConfigPath(l), DefaultKubeconfig(l)} {
+		os.Remove(f)
+	}
+	os.RemoveAll(l.LaneDir() + "/machine-id")
+	os.Remove(l.LaneDir())
+}
+
+// PreflightError is a failed preflight: nothing on the host was changed.
+type PreflightError struct{ Failed []CheckResult }
+
+func (e *PreflightError) Error() string {
+	s := "preflight failed, nothing was changed:"
+	for _, r := range e.Failed {
+		s += fmt.Sprintf("\n  %s: %s", r.Name, r.Message)
+		if r.Hint != "" {
+			s += " (" + r.Hint + ")"
+		}
+	}
+	return s + "\nrun 'sriov-lane check' for the full report"
+}
+
+func stepPreflight(ctx context.Context, c *Context) error {
+	ck := &Checker{Lane: c.Lane, Docker: c.Docker, PFs: PFReportFunc(c.Lane)}
+	var failed []CheckResult
+	for _, r := range ck.Run(ctx) {
+		if r.Status == Fail {
+			failed = append(failed, r)
+		}
+	}
+	if len(failed) > 0 {
+		return &PreflightError{Failed: failed}
+	}
+	return nil
+}
+
+// IsPreflight reports whether err is a failed preflight.
+func IsPreflight(err error) bool {
+	var p *PreflightError
+	return errors.As(err, &p)
+}
