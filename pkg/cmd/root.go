@@ -10,6 +10,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	k3dlog "github.com/k3d-io/k3d/v5/pkg/logger"
+	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
 
 	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
@@ -73,6 +75,16 @@ SR-IOV device plugin and a CNI, and waits until every agent advertises its VFs.
   sudo sriov-lane down`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		PersistentPreRun: func(*cobra.Command, []string) {
+			// k3d logs through its own logrus logger; its info lines would
+			// interleave with our one-line-per-step progress. Keep them for -v.
+			k3dlog.Log().SetOutput(streams.Err)
+			if g.verbose {
+				k3dlog.Log().SetLevel(logrus.InfoLevel)
+			} else {
+				k3dlog.Log().SetLevel(logrus.WarnLevel)
+			}
+		},
 	}
 	root.SetOut(streams.Out)
 	root.SetErr(streams.Err)
@@ -87,6 +99,8 @@ SR-IOV device plugin and a CNI, and waits until every agent advertises its VFs.
 		newCheckCmd(g),
 		newUpCmd(g),
 		newDownCmd(g),
+		newStatusCmd(g),
+		newVerifyCmd(g),
 	)
 	return root
 }

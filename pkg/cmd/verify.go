@@ -1,0 +1,75 @@
+package cmd
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/sriov-lane/sriov-lane/pkg/cni"
+	"github.com/sriov-lane/sriov-lane/pkg/lane"
+	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
+)
+
+func newVerifyCmd(g *globals) *cobra.Command {
+	var timeout time.Duration
+	var lf *laneFlags
+	c := &cobra.Command{
+		Use:   "verify",
+		Short: "After up: start a pod that takes one VF through an sriov NetworkAttachmentDefinition",
+		Long: `verify applies the smoke objects (a NetworkAttachmentDefinition of type sriov and a
+pod requesting one VF) to a running lane and waits for the pod to become Ready: a
+quick end-to-end check on real hardware.`,
+		Example: `  sudo sriov-lane verify
+  sudo sriov-lane verify --name lane2 --timeout 5m`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			l, err := lf.load()
+			if err != nil {
+				return err
+			}
+			if l, err = lane.ResolveSaved(l); err != nil {
+				return err
+			}
+			kc := l.Kubeconfig
+			if kc == "" {
+				kc = lane.DefaultKubeconfig(l)
+			}
+			cfg, err := clientcmd.BuildConfigFromFlags("", kc)
+			if err != nil {
+				return fmt.Errorf("lane %s: loading kubeconfig %s (is the lane up?): %w", l.Name, kc, err)
+			}
+			opts := lane.CNIOptions(l, []string{"unused"})
+			opts.Smoke = true
+			objs, err := cni.SmokeObjects(opts)
+			if err != nil {
+				return err
+			}
+			if err := cni.Apply(c.Context(), cfg, objs, nil); err != nil {
+				return err
+			}
+			cs, err := kubernetes.NewForConfig(cfg)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(c.Context(), timeout)
+			defer cancel()
+			ns := opts.SmokeNamespace
+			if ns == "" {
+				ns = "default"
+			}
+			if err := cni.WaitPodsReady(ctx, cs, ns, []string{cni.SmokePodName}); err != nil {
+				return fmt.Errorf("smoke pod %s/%s did not become Ready: %w", ns, cni.SmokePodName, err)
+			}
+			fmt.Fprintf(g.streams.Out, "lane %s: pod %s/%s runs with a VF from %s\n", l.Name, ns, cni.SmokePodName, l.Resource())
+			return nil
+		},
+	}
+	lf = addLaneFlags(c, false)
+	lf.settings = config.AddFlagsOnly(c.Flags(), "state-dir")
+	c.Flags().DurationVar(&timeout, "timeout", 3*time.Minute, "how long to wait for the pod")
+	return c
+}

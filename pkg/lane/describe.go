@@ -1,0 +1,206 @@
+package lane
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/docker/docker/client"
+	"github.com/vishvananda/netlink"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
+	"github.com/sriov-lane/sriov-lane/pkg/lane/journal"
+	"github.com/sriov-lane/sriov-lane/pkg/provider"
+	"github.com/sriov-lane/sriov-lane/pkg/sriov"
+)
+
+// LaneStatus is what `status --name N` reports.
+type LaneStatus struct {
+	Name    string       `json:"name"`
+	Pending int          `json:"pendingJournalEntries"`
+	Nodes   []NodeStatus `json:"nodes"`
+	PFs     []PFStatus   `json:"pfs"`
+	Notes   []string     `json:"notes,omitempty"`
+}
+
+// NodeStatus is one node container and what the API says of it.
+type NodeStatus struct {
+	Name        string `json:"name"`
+	Role        string `json:"role"`
+	Container   string `json:"container"`
+	Ready       string `json:"ready,omitempty"`
+	Allocatable string `json:"allocatable,omitempty"`
+}
+
+// PFStatus is one leased PF: where it is now, its VFs and its lease.
+type PFStatus struct {
+	Name       string            `json:"name"`
+	PCI        string            `json:"pci"`
+	Node       string            `json:"node,omitempty"`
+	NameInNode string            `json:"nameInNode,omitempty"`
+	State      string            `json:"state,omitempty"`
+	NumVFs     int               `json:"numVFs"`
+	VFDrivers  map[string]int    `json:"vfDrivers,omitempty"`
+	LeasedBy   string            `json:"leasedBy,omitempty"`
+	Extra      map[string]string `json:"extra,omitempty"`
+}
+
+// Describe gathers a lane's status from its journal, Docker, the node
+// network namespaces, sysfs and the API. It changes nothing.
+func Describe(ctx context.Context, l *config.Lane) (*LaneStatus, error) {
+	entries, err := journal.Read(JournalPath(l))
+	if err != nil {
+		return nil, fmt.Errorf("lane %s: %w", l.Name, err)
+	}
+	st := &LaneStatus{Name: l.Name}
+	for _, e := range entries {
+		if !e.Undone {
+			st.Pending++
+		}
+	}
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return nil, err
+	}
+	defer cli.Close()
+	p := provider.NewWithClient(cli)
+	nodes, err := p.Nodes(ctx, l.ClusterName())
+	if err != nil {
+		st.Notes = append(st.Notes, "listing nodes: "+err.Error())
+	}
+	cs := clientsetFor(l)
+	for _, n := range nodes {
+		ns := NodeStatus{Name: n.Name, Role: n.Role, Container: shortID(n.ContainerID)}
+		if cs != nil {
+			if node, err := cs.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{}); err == nil {
+				for _, c := range node.Status.Conditions {
+					if c.Type == "Ready" {
+						ns.Ready = string(c.Status)
+					}
+				}
+				if q, ok := node.Status.Allocatable[corev1ResourceName(l.Resource())]; ok {
+					ns.Allocatable = l.Resource() + "=" + q.String()
+				}
+			}
+		}
+		st.Nodes = append(st.Nodes, ns)
+	}
+	leases, _ := sriov.NewLeaser(l.StateDir).Leases()
+	sys := sriov.Sysfs{Root: l.SysfsRoot}
+	for _, pl := range PlacementsFromJournal(entries) {
+		ps := PFStatus{Name: pl.PF.Name, PCI: pl.PF.PCI}
+		if ls, ok := leases[pl.PF.PCI]; ok {
+			ps.LeasedBy = ls.Lane
+		}
+		ps.NumVFs, _ = sys.ReadInt(pl.PF.PCI, "sriov_numvfs")
+		ps.VFDrivers = vfDrivers(sys, pl.PF.PCI)
+		for _, n := range nodes {
+			if link := findByMAC(ctx, n, pl.PF.MAC); link != nil {
+				ps.Node, ps.NameInNode, ps.State = n.Name, link.Attrs().Name, link.Attrs().OperState.String()
+			}
+		}
+		if ps.Node == "" {
+			ps.State = "not in any node"
+		}
+		st.PFs = append(st.PFs, ps)
+	}
+	return st, nil
+}
+
+func clientsetFor(l *config.Lane) kubernetes.Interface {
+	kc := l.Kubeconfig
+	if kc == "" {
+		kc = DefaultKubeconfig(l)
+	}
+	if _, err := os.Stat(kc); err != nil {
+		return nil
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kc)
+	if err != nil {
+		return nil
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil
+	}
+	return cs
+}
+
+func findByMAC(ctx context.Context, n provider.Node, mac string) netlink.Link {
+	h, err := n.Netns(ctx)
+	if err != nil {
+		return nil
+	}
+	defer h.Close()
+	nh, err := netlink.NewHandleAt(h)
+	if err != nil {
+		return nil
+	}
+	defer nh.Close()
+	links, err := nh.LinkList()
+	if err != nil {
+		return nil
+	}
+	for _, link := range links {
+		if strings.EqualFold(link.Attrs().HardwareAddr.String(), mac) {
+			return link
+		}
+	}
+	return nil
+}
+
+func vfDrivers(sys sriov.Sysfs, pci string) map[string]int {
+	matches, _ := filepath.Glob(filepath.Join(sys.Device(pci), "virtfn*"))
+	out := map[string]int{}
+	for _, m := range matches {
+		target, err := os.Readlink(m)
+		if err != nil {
+			continue
+		}
+		drv, err := sys.Driver(filepath.Base(target))
+		if err != nil || drv == "" {
+			drv = "none"
+		}
+		out[drv]++
+	}
+	return out
+}
+
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+// FormatStatus renders a lane status for people.
+func FormatStatus(st *LaneStatus) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "lane %s (%d pending journal entries)\n", st.Name, st.Pending)
+	fmt.Fprintf(&b, "NODE\tROLE\tCONTAINER\tREADY\tALLOCATABLE\n")
+	for _, n := range st.Nodes {
+		fmt.Fprintf(&b, "%s\t%s\t%s\t%s\t%s\n", n.Name, n.Role, n.Container, n.Ready, n.Allocatable)
+	}
+	fmt.Fprintf(&b, "PF\tPCI\tNODE\tNAME-IN-NODE\tSTATE\tNUMVFS\tVF-DRIVERS\tLEASED-BY\n")
+	for _, p := range st.PFs {
+		var drv []string
+		for d, n := range p.VFDrivers {
+			drv = append(drv, fmt.Sprintf("%s=%d", d, n))
+		}
+		sort.Strings(drv)
+		fmt.Fprintf(&b, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", p.Name, p.PCI, p.Node, p.NameInNode, p.State, p.NumVFs, strings.Join(drv, ","), p.LeasedBy)
+	}
+	for _, n := range st.Notes {
+		fmt.Fprintf(&b, "note: %s\n", n)
+	}
+	return b.String()
+}
+
+func corev1ResourceName(s string) corev1.ResourceName { return corev1.ResourceName(s) }
