@@ -1,0 +1,11 @@
+//go:build tools
+
+// Package tools pins the upstream programs the hardware-free tests run:
+// a real kube-apiserver and etcd, built from Go modules because no
+// container registry or release download is reachable from the test machines.
+package tools
+
+import (
+	_ "go.etcd.io/etcd/server/v3"
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+)

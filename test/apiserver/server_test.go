@@ -1,0 +1,109 @@
+package apiserver
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/sriov-lane/sriov-lane/test/testutil"
+)
+
+func TestStartCreateNamespaceStop(t *testing.T) {
+	assets := testutil.RequireEnvPath(t, "SRIOV_LANE_TEST_ASSETS", "kube-apiserver and etcd binaries")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	begin := time.Now()
+	s, err := Start(ctx, Options{AssetsDir: assets, SANs: []string{"sriov-lane.test"}})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			s.Stop()
+		}
+	})
+	t.Logf("control plane ready in %s", time.Since(begin).Round(time.Millisecond))
+
+	// Go through the kubeconfig, the path k3d and the product use.
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(s.Kubeconfig)
+	if err != nil {
+		t.Fatalf("parsing kubeconfig: %v", err)
+	}
+	kc, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "sriov-lane-apiserver-test"}}
+	if _, err := kc.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating namespace: %v\n%s", err, s.Logs())
+	}
+	got, err := kc.CoreV1().Namespaces().Get(ctx, ns.Name, metav1.GetOptions{})
+	if err != nil || got.UID == "" {
+		t.Fatalf("reading namespace back: %v (uid %q)", err, got.GetUID())
+	}
+	v, err := kc.Discovery().ServerVersion()
+	if err != nil || v.Major != "1" || v.Minor != "36" {
+		t.Fatalf("server version = %+v, %v; want 1.36 (ldflags lost?)", v, err)
+	}
+
+	dir := s.Dir
+	s.Stop()
+	stopped = true
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("Stop left %s behind (stat err %v)", dir, err)
+	}
+	if _, err := kc.CoreV1().Namespaces().Get(ctx, ns.Name, metav1.GetOptions{}); err == nil {
+		t.Fatalf("API still answers after Stop")
+	}
+}
+
+// A stand-in node container that restarts runs Start again on the same
+// directory: data must survive and earlier credentials must stay valid.
+func TestRestartOnSameDirKeepsDataAndCredentials(t *testing.T) {
+	assets := testutil.RequireEnvPath(t, "SRIOV_LANE_TEST_ASSETS", "kube-apiserver and etcd binaries")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	opts := Options{AssetsDir: assets, Dir: t.TempDir(), Token: "restart-token"}
+	for _, p := range []*int{&opts.SecurePort, &opts.EtcdClientPort, &opts.EtcdPeerPort} {
+		var err error
+		if *p, err = freePort(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	first, err := Start(ctx, opts)
+	if err != nil {
+		t.Fatalf("first Start: %v", err)
+	}
+	t.Cleanup(first.Stop)
+	kc, err := kubernetes.NewForConfig(first.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "survives-restart"}}
+	if _, err := kc.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating namespace: %v", err)
+	}
+	first.Stop()
+	if _, err := os.Stat(opts.Dir); err != nil {
+		t.Fatalf("Stop removed a caller-given directory: %v", err)
+	}
+
+	second, err := Start(ctx, opts)
+	if err != nil {
+		t.Fatalf("second Start on %s: %v", opts.Dir, err)
+	}
+	t.Cleanup(second.Stop)
+	// The first run's client (its CA and token) must still be accepted.
+	if _, err := kc.CoreV1().Namespaces().Get(ctx, ns.Name, metav1.GetOptions{}); err != nil {
+		t.Fatalf("namespace or credentials lost across restart: %v\n%s", err, second.Logs())
+	}
+}

@@ -1,0 +1,136 @@
+// Command lane-rig brings the SR-IOV stand-in rig up and down for manual
+// runs and for `make test-env`: veth PFs, a fake sysfs tree and a detached
+// kernel emulator process.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sriov-lane/sriov-lane/test/rig"
+	"github.com/sriov-lane/sriov-lane/test/rig/sysfs"
+)
+
+func main() {
+	if err := newRoot().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "lane-rig:", err)
+		os.Exit(1)
+	}
+}
+
+func newRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "lane-rig",
+		Short:         "Stand-in SR-IOV hardware for sriov-lane tests",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newUp(), newDown(), newEmulate())
+	return root
+}
+
+func absDir(dir string) (string, error) {
+	if dir == "" {
+		return "", fmt.Errorf("--dir is required")
+	}
+	return filepath.Abs(dir)
+}
+
+func newUp() *cobra.Command {
+	var dir, prefix string
+	var pfs int
+	cmd := &cobra.Command{
+		Use:   "up",
+		Short: "Create stand-in PFs, the fake sysfs tree and start the emulator",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			d, err := absDir(dir)
+			if err != nil {
+				return err
+			}
+			self, err := os.Executable()
+			if err != nil {
+				return fmt.Errorf("finding lane-rig binary: %w", err)
+			}
+			s, err := rig.Up(cmd.Context(), rig.Options{
+				Dir: d, PFs: pfs, Prefix: prefix,
+				EmulatorCommand: []string{self, "emulate", "--dir", d},
+			})
+			if err != nil {
+				return err
+			}
+			for _, pf := range s.PFs {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\t%s\n", pf.Name, pf.MAC, pf.BDF)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "sysfs %s, emulator pid %d, lane config %s\n",
+				s.SysfsRoot, s.EmulatorPID, filepath.Join(d, rig.LaneFile))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", "", "directory for the rig's files (sys/, dev/vfio, rig.json, lane.yaml)")
+	cmd.Flags().IntVar(&pfs, "pfs", 2, "number of stand-in PFs")
+	cmd.Flags().StringVar(&prefix, "prefix", rig.DefaultPrefix, "name prefix of the PF links")
+	return cmd
+}
+
+func newDown() *cobra.Command {
+	var dir string
+	cmd := &cobra.Command{
+		Use:   "down",
+		Short: "Stop the emulator and delete the rig's links, netns and files",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			d, err := absDir(dir)
+			if err != nil {
+				return err
+			}
+			return rig.Down(d)
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", "", "the rig's directory")
+	return cmd
+}
+
+func newEmulate() *cobra.Command {
+	var dir string
+	cmd := &cobra.Command{
+		Use:    "emulate",
+		Short:  "Run the kernel emulator for a rig in the foreground (started by up)",
+		Hidden: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			d, err := absDir(dir)
+			if err != nil {
+				return err
+			}
+			s, err := rig.ReadState(d)
+			if err != nil {
+				return err
+			}
+			if s == nil {
+				return fmt.Errorf("no rig in %s", d)
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+			defer stop()
+			logger := log.New(os.Stderr, "", log.LstdFlags|log.Lmicroseconds)
+			em := sysfs.NewEmulator(sysfs.EmulatorConfig{
+				Root: s.SysfsRoot, VFIODir: s.VFIODir, PeerNetns: s.PeersNetns, Log: logger,
+				Ready: func() {
+					if err := rig.WritePIDFile(d); err != nil {
+						logger.Printf("writing pid file: %v", err)
+					}
+					logger.Printf("emulating %s", s.SysfsRoot)
+				},
+			})
+			err = em.Run(ctx)
+			logger.Printf("emulator stopped: %v", err)
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", "", "the rig's directory")
+	return cmd
+}

@@ -1,0 +1,74 @@
+// Package nsutil creates and deletes the named network namespaces the rig
+// owns, without ever leaving a Go thread in the wrong namespace.
+package nsutil
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+)
+
+const netnsDir = "/var/run/netns"
+
+// Exists reports whether the named netns is mounted.
+func Exists(name string) bool {
+	_, err := os.Stat(filepath.Join(netnsDir, name))
+	return err == nil
+}
+
+// Create makes the named netns unless it exists. The unshare happens on a
+// thread that is locked and never unlocked, so the runtime discards it
+// instead of reusing a thread left in the new namespace.
+func Create(name string) error {
+	if Exists(name) {
+		return nil
+	}
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		h, err := netns.NewNamed(name)
+		if err == nil {
+			h.Close()
+		}
+		errc <- err
+	}()
+	if err := <-errc; err != nil {
+		return fmt.Errorf("creating netns %s: %w", name, err)
+	}
+	return nil
+}
+
+// Delete removes every link in the named netns (so veth pairs die at once
+// rather than whenever the kernel's netns cleanup runs) and unmounts it.
+// A missing netns is not an error.
+func Delete(name string) error {
+	if !Exists(name) {
+		return nil
+	}
+	var errs []error
+	if ns, err := netns.GetFromName(name); err == nil {
+		if h, err := netlink.NewHandleAt(ns); err == nil {
+			links, _ := h.LinkList()
+			for _, l := range links {
+				if l.Attrs().Name == "lo" {
+					continue
+				}
+				if err := h.LinkDel(l); err != nil {
+					errs = append(errs, fmt.Errorf("deleting %s in netns %s: %w", l.Attrs().Name, name, err))
+				}
+			}
+			h.Close()
+		}
+		ns.Close()
+	}
+	if err := netns.DeleteNamed(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		errs = append(errs, fmt.Errorf("deleting netns %s: %w", name, err))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,254 @@
+package rig
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+
+	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
+	"github.com/sriov-lane/sriov-lane/test/rig/nsutil"
+	"github.com/sriov-lane/sriov-lane/test/rig/sysfs"
+	"github.com/sriov-lane/sriov-lane/test/testutil"
+)
+
+// hostLinksWithPrefix lists host links whose name starts with prefix.
+func hostLinksWithPrefix(t *testing.T, prefix string) []string {
+	t.Helper()
+	links, err := netlink.LinkList()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, l := range links {
+		if strings.HasPrefix(l.Attrs().Name, prefix) {
+			out = append(out, l.Attrs().Name)
+		}
+	}
+	return out
+}
+
+// assertGone checks that nothing of a rig is left on the host.
+func assertGone(t *testing.T, dir, prefix string) {
+	t.Helper()
+	if l := hostLinksWithPrefix(t, prefix); len(l) > 0 {
+		t.Errorf("links left after down: %v", l)
+	}
+	if nsutil.Exists(prefix + "-peers") {
+		t.Errorf("netns %s-peers left after down", prefix)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		entries, _ := os.ReadDir(dir)
+		t.Errorf("rig dir left after down (%v): %v", err, entries)
+	}
+}
+
+func TestUpDownIdempotent(t *testing.T) {
+	testutil.RequireRoot(t)
+	const prefix = "rg-a"
+	dir := filepath.Join(t.TempDir(), "rig")
+	t.Cleanup(func() { _ = Down(dir) })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	start := time.Now()
+	s1, err := Up(ctx, Options{Dir: dir, PFs: 3, Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("up took %v", time.Since(start))
+	s2, err := Up(ctx, Options{Dir: dir, PFs: 3, Prefix: prefix})
+	if err != nil {
+		t.Fatalf("second up: %v", err)
+	}
+	if _, err := Up(ctx, Options{Dir: dir, PFs: 2, Prefix: prefix}); err == nil {
+		t.Error("up with another PF count over an existing rig succeeded")
+	}
+
+	if got := hostLinksWithPrefix(t, prefix); len(got) != 3 {
+		t.Fatalf("host links after two ups: %v, want exactly 3", got)
+	}
+	for i, pf := range s2.PFs {
+		if pf.MAC != s1.PFs[i].MAC {
+			t.Errorf("PF %s MAC changed across ups: %s -> %s", pf.Name, s1.PFs[i].MAC, pf.MAC)
+		}
+		l, err := netlink.LinkByName(pf.Name)
+		if err != nil {
+			t.Fatalf("PF link %s: %v", pf.Name, err)
+		}
+		if l.Attrs().HardwareAddr.String() != pf.MAC {
+			t.Errorf("PF %s link MAC %s != recorded %s", pf.Name, l.Attrs().HardwareAddr, pf.MAC)
+		}
+		tree := sysfs.Tree{Root: s2.SysfsRoot}
+		addr, err := sysfs.ReadAttr(filepath.Join(tree.DeviceDir(pf.BDF), "net", pf.Name, "address"))
+		if err != nil || addr != pf.MAC {
+			t.Errorf("tree address of %s = %q (%v), want %s", pf.Name, addr, err, pf.MAC)
+		}
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "dev", "vfio", "vfio")); err != nil || !fi.Mode().IsRegular() {
+		t.Errorf("dev/vfio/vfio: %v", err)
+	}
+
+	// lane.yaml is a valid lane config pointing at the rig.
+	b, err := os.ReadFile(filepath.Join(dir, LaneFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lane config.Lane
+	if err := config.DecodeStrict(b, &lane); err != nil {
+		t.Fatalf("lane.yaml does not decode strictly: %v\n%s", err, b)
+	}
+	config.SetDefaults(&lane)
+	if err := config.Validate(&lane); err != nil {
+		t.Fatalf("lane.yaml invalid: %v\n%s", err, b)
+	}
+	if lane.Name != "rig-"+prefix || lane.SysfsRoot != s2.SysfsRoot || lane.Agents != 3 || lane.PFsPerNode != 1 ||
+		lane.RegistryEnabled() || lane.WaitDaemonSets() || len(lane.PFs.Include) != 3 ||
+		lane.K3sImage != testutil.StandinK3sImage || lane.ToolsImage != testutil.StandinToolsImage {
+		t.Errorf("lane.yaml does not describe the rig:\n%s", b)
+	}
+
+	// A PF moved into a node's netns is still removed by Down.
+	nodeNs := prefix + "-node"
+	t.Cleanup(func() { _ = nsutil.Delete(nodeNs) })
+	if err := nsutil.Create(nodeNs); err != nil {
+		t.Fatal(err)
+	}
+	ns, err := netns.GetFromName(nodeNs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	l0, _ := netlink.LinkByName(s2.PFs[0].Name)
+	if err := netlink.LinkSetNsFd(l0, int(ns)); err != nil {
+		t.Fatal(err)
+	}
+	// Up while a PF is away keeps its recorded MAC and creates no twin.
+	s3, err := Up(ctx, Options{Dir: dir, PFs: 3, Prefix: prefix})
+	if err != nil {
+		t.Fatalf("up with a PF moved away: %v", err)
+	}
+	if s3.PFs[0].MAC != s1.PFs[0].MAC {
+		t.Errorf("moved PF MAC recorded as %s, want %s", s3.PFs[0].MAC, s1.PFs[0].MAC)
+	}
+	if got := hostLinksWithPrefix(t, prefix); len(got) != 2 {
+		t.Errorf("host links with PF 0 away: %v, want 2", got)
+	}
+
+	start = time.Now()
+	if err := Down(dir); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("down took %v", time.Since(start))
+	if err := Down(dir); err != nil {
+		t.Fatalf("second down: %v", err)
+	}
+	inNode, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inNode.Close()
+	if _, err := inNode.LinkByName(s2.PFs[0].Name); err == nil {
+		t.Errorf("PF moved into %s survived down", nodeNs)
+	}
+	assertGone(t, dir, prefix)
+}
+
+func TestNewForTestVFNetdevsAndCleanup(t *testing.T) {
+	const prefix = "rg-b"
+	var dir string
+	t.Run("rig", func(t *testing.T) {
+		r := NewForTest(t, 2, prefix)
+		dir = r.Dir
+		pf := r.State.PFs[1]
+		numvfs := filepath.Join(r.Tree.DeviceDir(pf.BDF), "sriov_numvfs")
+		f, err := os.OpenFile(numvfs, os.O_WRONLY|os.O_TRUNC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteString("2\n"); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		deadline := time.Now().Add(time.Second)
+		for {
+			_, e0 := netlink.LinkByName(pf.Name + "v0")
+			_, e1 := netlink.LinkByName(pf.Name + "v1")
+			if e0 == nil && e1 == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("VF netdevs of %s not created: %v %v", pf.Name, e0, e1)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		// Left with VFs on purpose: cleanup must remove them too.
+	})
+	assertGone(t, dir, prefix)
+}
+
+func TestLaneRigCLI(t *testing.T) {
+	testutil.RequireRoot(t)
+	const prefix = "rg-c"
+	bin := filepath.Join(t.TempDir(), "lane-rig")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/lane-rig")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building lane-rig: %v\n%s", err, out)
+	}
+	dir := filepath.Join(t.TempDir(), "rig")
+	t.Cleanup(func() { _ = Down(dir) })
+	run := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(bin, args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("lane-rig %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	start := time.Now()
+	out := run("up", "--dir", dir, "--pfs", "2", "--prefix", prefix)
+	t.Logf("lane-rig up took %v:\n%s", time.Since(start), out)
+	s, err := ReadState(dir)
+	if err != nil || s == nil {
+		t.Fatalf("rig state after up: %v", err)
+	}
+	if !emulatorAlive(s.EmulatorPID) {
+		t.Fatalf("emulator pid %d not running", s.EmulatorPID)
+	}
+	// The detached emulator plays the kernel.
+	tree := sysfs.Tree{Root: s.SysfsRoot}
+	if err := os.WriteFile(filepath.Join(tree.DeviceDir(s.PFs[0].BDF), "sriov_numvfs"), []byte("3\n"), 0); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Second)
+	for !exists(filepath.Join(tree.DeviceDir(s.PFs[0].BDF), "virtfn2")) {
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(filepath.Join(dir, LogFile))
+			t.Fatalf("detached emulator did not create VFs; log:\n%s", log)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, err := netlink.LinkByName(fmt.Sprintf("%sv2", s.PFs[0].Name)); err != nil {
+		t.Errorf("VF netdev from detached emulator: %v", err)
+	}
+	// up again leaves the same emulator running.
+	run("up", "--dir", dir, "--pfs", "2", "--prefix", prefix)
+	if s2, _ := ReadState(dir); s2 == nil || s2.EmulatorPID != s.EmulatorPID {
+		t.Errorf("second up replaced the emulator")
+	}
+	run("down", "--dir", dir)
+	if emulatorAlive(s.EmulatorPID) {
+		t.Errorf("emulator pid %d still running after down", s.EmulatorPID)
+	}
+	run("down", "--dir", dir)
+	assertGone(t, dir, prefix)
+}
+
+func exists(p string) bool { _, err := os.Lstat(p); return err == nil }

@@ -1,0 +1,408 @@
+package k3drig
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
+	dockerclient "github.com/docker/docker/client"
+	"github.com/docker/docker/pkg/stdcopy"
+	"github.com/k3d-io/k3d/v5/pkg/client"
+	"github.com/k3d-io/k3d/v5/pkg/config"
+	conftypes "github.com/k3d-io/k3d/v5/pkg/config/types"
+	"github.com/k3d-io/k3d/v5/pkg/config/v1alpha5"
+	"github.com/k3d-io/k3d/v5/pkg/runtimes"
+	k3d "github.com/k3d-io/k3d/v5/pkg/types"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/sriov-lane/sriov-lane/test/rig/sysfs"
+	"github.com/sriov-lane/sriov-lane/test/testutil"
+)
+
+func TestK3dCreatesStandinClusterAndDeletesIt(t *testing.T) {
+	testutil.RequireRoot(t)
+	docker := testutil.RequireDocker(t)
+	testutil.RequireImage(t, docker, testutil.StandinK3sImage)
+	testutil.RequireImage(t, docker, testutil.StandinToolsImage)
+	t.Setenv("K3D_IMAGE_TOOLS", testutil.StandinToolsImage)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	name := fmt.Sprintf("h1a-rig-%d", os.Getpid()%100000)
+	// Registered before anything exists: a failed create must not leave
+	// containers, the network or the image volume on the shared dockerd.
+	t.Cleanup(func() { removeLeftovers(t, docker, name) })
+	// Runs before removeLeftovers (cleanups are LIFO): node logs explain
+	// most failures, and are gone once the containers are.
+	t.Cleanup(func() {
+		if t.Failed() || os.Getenv("SRIOV_LANE_DUMP_NODE_LOGS") == "1" {
+			dumpNodeLogs(t, docker, name)
+		}
+	})
+
+	// A fake sysfs for the agents; filled once the agents' MACs are known.
+	sysRoot := filepath.Join(t.TempDir(), "sys")
+	if err := os.MkdirAll(sysRoot, 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	simple := v1alpha5.SimpleConfig{
+		TypeMeta:   conftypes.TypeMeta{Kind: "Simple", APIVersion: "k3d.io/v1alpha5"},
+		ObjectMeta: conftypes.ObjectMeta{Name: name},
+		Servers:    1,
+		Agents:     2,
+		ExposeAPI:  v1alpha5.SimpleExposureOpts{Host: "127.0.0.1", HostIP: "127.0.0.1", HostPort: strconv.Itoa(port)},
+		Image:      testutil.StandinK3sImage,
+		Volumes: []v1alpha5.VolumeWithNodeFilters{
+			{Volume: sysRoot + ":" + agentSysfs, NodeFilters: []string{"agent:*"}},
+		},
+		Options: v1alpha5.SimpleConfigOptions{
+			K3dOptions: v1alpha5.SimpleConfigOptionsK3d{Wait: true, Timeout: 2 * time.Minute, DisableLoadbalancer: true},
+			K3sOptions: v1alpha5.SimpleConfigOptionsK3s{
+				ExtraArgs: []v1alpha5.K3sArgWithNodeFilters{
+					{Arg: "--disable=traefik", NodeFilters: []string{"server:*"}},
+					{Arg: "--flannel-backend=none", NodeFilters: []string{"server:*"}},
+					{Arg: "--kubelet-arg=cpu-manager-policy=static", NodeFilters: []string{"agent:*"}},
+				},
+				NodeLabels: []v1alpha5.LabelWithNodeFilters{
+					{Label: "node-role.kubernetes.io/worker=worker", NodeFilters: []string{"agent:*"}},
+				},
+			},
+		},
+	}
+	rt := runtimes.Docker
+	if err := config.ProcessSimpleConfig(&simple); err != nil {
+		t.Fatalf("processing simple config: %v", err)
+	}
+	cc, err := config.TransformSimpleToClusterConfig(ctx, rt, simple, "")
+	if err != nil {
+		t.Fatalf("transforming config: %v", err)
+	}
+	if cc, err = config.ProcessClusterConfig(*cc); err != nil {
+		t.Fatalf("processing cluster config: %v", err)
+	}
+	if err := config.ValidateClusterConfig(ctx, rt, *cc); err != nil {
+		t.Fatalf("validating cluster config: %v", err)
+	}
+
+	begin := time.Now()
+	if err := client.ClusterRun(ctx, rt, cc); err != nil {
+		t.Fatalf("k3d ClusterRun %s: %v", name, err)
+	}
+	created := time.Since(begin)
+
+	kcfg, err := client.KubeconfigGet(ctx, rt, &cc.Cluster)
+	if err != nil {
+		t.Fatalf("k3d KubeconfigGet: %v", err)
+	}
+	raw, err := clientcmd.Write(*kcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restCfg, err := clientcmd.RESTConfigFromKubeConfig(raw)
+	if err != nil {
+		t.Fatalf("kubeconfig from k3d does not load: %v", err)
+	}
+	kc, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The agents log "registered" before the server has seen every status
+	// write; give it a short while.
+	var nodes []corev1.Node
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		list, err := kc.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err == nil {
+			nodes = readyNodes(list.Items)
+			if len(nodes) == 3 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("want 3 Ready nodes via %s, have %d (last error %v)", restCfg.Host, len(nodes), err)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	ready := time.Since(begin)
+
+	roles := map[string]string{}
+	for _, n := range nodes {
+		switch {
+		case n.Labels["node-role.kubernetes.io/control-plane"] == "true":
+			roles[n.Name] = "server"
+		case n.Labels["node-role.kubernetes.io/worker"] == "worker":
+			roles[n.Name] = "agent"
+		}
+	}
+	for _, want := range []string{"k3d-" + name + "-server-0", "k3d-" + name + "-agent-0", "k3d-" + name + "-agent-1"} {
+		if _, ok := roles[want]; !ok {
+			t.Errorf("node %s missing or without its role label; nodes: %v", want, roles)
+		}
+	}
+
+	if os.Getenv("SRIOV_LANE_DUMP_NODE_LOGS") == "1" {
+		time.Sleep(3 * time.Second)
+		dumpNodeLogs(t, docker, name)
+	}
+
+	t.Run("agents advertise VFs of the fake sysfs", func(t *testing.T) {
+		checkSRIOVResources(ctx, t, docker, kc, name, sysRoot)
+	})
+
+	t.Run("server restart keeps state and credentials", func(t *testing.T) {
+		checkServerRestart(ctx, t, docker, kc, name)
+	})
+
+	begin = time.Now()
+	if err := client.ClusterDelete(ctx, rt, &cc.Cluster, k3d.ClusterDeleteOpts{SkipRegistryCheck: true}); err != nil {
+		t.Fatalf("k3d ClusterDelete: %v", err)
+	}
+	deleted := time.Since(begin)
+	t.Logf("k3d: create %s (3 nodes Ready after %s), delete %s", created.Round(time.Millisecond), ready.Round(time.Millisecond), deleted.Round(time.Millisecond))
+
+	if left := leftovers(ctx, t, docker, name); len(left) > 0 {
+		t.Fatalf("ClusterDelete left behind: %v", left)
+	}
+}
+
+// agentSysfs is where the agents see the fake sysfs; the stand-in finds it
+// through /proc/self/mountinfo, so the path itself is arbitrary.
+const agentSysfs = "/var/lib/sriov-lane-test/sys"
+
+// checkSRIOVResources gives agent-0 a fake PF whose MAC is its own eth0's,
+// creates VFs and expects the agent to advertise them, and only it; then
+// removes the VFs and expects the resource to vanish.
+func checkSRIOVResources(ctx context.Context, t *testing.T, docker *dockerclient.Client, kc kubernetes.Interface, name, sysRoot string) {
+	agent0, agent1 := "k3d-"+name+"-agent-0", "k3d-"+name+"-agent-1"
+	info, err := docker.ContainerInspect(ctx, agent0)
+	if err != nil {
+		t.Fatalf("inspecting %s: %v", agent0, err)
+	}
+	ep := info.NetworkSettings.Networks["k3d-"+name]
+	if ep == nil || ep.MacAddress == "" {
+		t.Fatalf("%s has no MAC on network k3d-%s", agent0, name)
+	}
+	if err := sysfs.Build(sysRoot, []sysfs.PF{{Name: "eth0", MAC: ep.MacAddress}}); err != nil {
+		t.Fatal(err)
+	}
+	emu := sysfs.NewEmulator(sysfs.EmulatorConfig{Root: sysRoot})
+	numvfs := filepath.Join(sysRoot, "bus", "pci", "devices", sysfs.PFBDF(0), "sriov_numvfs")
+	setVFs := func(n int) {
+		t.Helper()
+		f, err := os.OpenFile(numvfs, os.O_WRONLY|os.O_TRUNC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = fmt.Fprintf(f, "%d\n", n)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			t.Fatalf("writing %s: %v", numvfs, err)
+		}
+		emu.Sync()
+	}
+	setVFs(3)
+
+	const resName = "kubevirt.io/sriov_net"
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "sriovdp-config", Namespace: "kube-system"},
+		Data:       map[string]string{"config.json": `{"resourceList":[{"resourceName":"sriov_net","resourcePrefix":"kubevirt.io","selectors":{"drivers":["iavf"]}}]}`},
+	}
+	if _, err := kc.CoreV1().ConfigMaps("kube-system").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating device plugin ConfigMap: %v", err)
+	}
+
+	begin := time.Now()
+	waitResource(ctx, t, kc, agent0, resName, 3)
+	t.Logf("agent advertised 3 VFs %s after the ConfigMap appeared", time.Since(begin).Round(time.Millisecond))
+	if n, err := kc.CoreV1().Nodes().Get(ctx, agent1, metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	} else if q, ok := n.Status.Allocatable[corev1.ResourceName(resName)]; ok {
+		t.Errorf("%s advertises %s=%s although no PF of its netns is in the fake sysfs", agent1, resName, q.String())
+	}
+
+	setVFs(0)
+	waitResource(ctx, t, kc, agent0, resName, -1)
+}
+
+// checkServerRestart restarts the server container (as dockerd would after
+// a reboot, restart policy unless-stopped) and expects the kubeconfig k3d
+// handed out before to keep working, the agents to heartbeat again and the
+// entrypoint's drain/uncordon round trip to leave the server schedulable.
+func checkServerRestart(ctx context.Context, t *testing.T, docker *dockerclient.Client, kc kubernetes.Interface, name string) {
+	server, agent := "k3d-"+name+"-server-0", "k3d-"+name+"-agent-1"
+	begin := time.Now()
+	timeout := 10
+	if err := docker.ContainerRestart(ctx, server, container.StopOptions{Timeout: &timeout}); err != nil {
+		t.Fatalf("restarting %s: %v", server, err)
+	}
+	info, err := docker.ContainerInspect(ctx, server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	started, err := time.Parse(time.RFC3339Nano, info.State.StartedAt)
+	if err != nil {
+		t.Fatalf("parsing StartedAt %q of %s: %v", info.State.StartedAt, server, err)
+	}
+	// Heartbeats carry whole seconds: one stamped in a later second than the
+	// new container's start was written to the restarted control plane.
+	after := started.Truncate(time.Second).Add(time.Second)
+	deadline := time.Now().Add(60 * time.Second)
+	var last string
+	for {
+		n, err := kc.CoreV1().Nodes().Get(ctx, agent, metav1.GetOptions{})
+		s, serr := kc.CoreV1().Nodes().Get(ctx, server, metav1.GetOptions{})
+		if err == nil && serr == nil {
+			beat := time.Time{}
+			for _, c := range n.Status.Conditions {
+				if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+					beat = c.LastHeartbeatTime.Time
+				}
+			}
+			if !beat.Before(after) && !s.Spec.Unschedulable {
+				t.Logf("API back and %s heartbeating %s after the restart began", agent, time.Since(begin).Round(time.Millisecond))
+				return
+			}
+			last = fmt.Sprintf("%s last heartbeat %s, %s unschedulable=%t", agent, beat.Format(time.RFC3339), server, s.Spec.Unschedulable)
+		} else {
+			last = fmt.Sprintf("%v / %v", err, serr)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after restarting %s: %s", server, last)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+// waitResource waits until node's allocatable and capacity hold want of
+// res; want < 0 means the resource must be absent.
+func waitResource(ctx context.Context, t *testing.T, kc kubernetes.Interface, node, res string, want int64) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	var last string
+	for {
+		n, err := kc.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err == nil {
+			a, aok := n.Status.Allocatable[corev1.ResourceName(res)]
+			c, cok := n.Status.Capacity[corev1.ResourceName(res)]
+			if want < 0 && !aok && !cok {
+				return
+			}
+			if want >= 0 && aok && cok && a.Value() == want && c.Value() == want {
+				return
+			}
+			last = fmt.Sprintf("allocatable %v (present %t), capacity %v (present %t)", a.Value(), aok, c.Value(), cok)
+		} else {
+			last = err.Error()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node %s: want %s=%d (-1: absent), have %s", node, res, want, last)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func readyNodes(all []corev1.Node) []corev1.Node {
+	var out []corev1.Node
+	for _, n := range all {
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
+}
+
+// leftovers lists what k3d may leave of a cluster: containers, the network
+// k3d-<name> and the image volume k3d-<name>-images.
+func leftovers(ctx context.Context, t *testing.T, docker *dockerclient.Client, name string) []string {
+	t.Helper()
+	var left []string
+	cs, err := docker.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", k3d.LabelClusterName+"="+name))})
+	if err != nil {
+		t.Fatalf("listing containers of %s: %v", name, err)
+	}
+	for _, c := range cs {
+		left = append(left, "container "+c.ID[:12]+" "+fmt.Sprint(c.Names))
+	}
+	if _, err := docker.NetworkInspect(ctx, "k3d-"+name, network.InspectOptions{}); !dockerclient.IsErrNotFound(err) {
+		left = append(left, fmt.Sprintf("network k3d-%s (inspect err %v)", name, err))
+	}
+	if _, err := docker.VolumeInspect(ctx, "k3d-"+name+"-images"); !dockerclient.IsErrNotFound(err) {
+		left = append(left, fmt.Sprintf("volume k3d-%s-images (inspect err %v)", name, err))
+	}
+	return left
+}
+
+// removeLeftovers deletes by name what a failed run left, touching nothing
+// of other users of the shared dockerd.
+func removeLeftovers(t *testing.T, docker *dockerclient.Client, name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cs, err := docker.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", k3d.LabelClusterName+"="+name))})
+	if err != nil {
+		t.Errorf("cleanup: listing containers of %s: %v", name, err)
+	}
+	for _, c := range cs {
+		if err := docker.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil {
+			t.Errorf("cleanup: removing container %s: %v", c.ID[:12], err)
+		}
+	}
+	if err := docker.NetworkRemove(ctx, "k3d-"+name); err != nil && !dockerclient.IsErrNotFound(err) {
+		t.Errorf("cleanup: removing network k3d-%s: %v", name, err)
+	}
+	if err := docker.VolumeRemove(ctx, "k3d-"+name+"-images", true); err != nil && !dockerclient.IsErrNotFound(err) {
+		t.Errorf("cleanup: removing volume k3d-%s-images: %v", name, err)
+	}
+}
+
+// dumpNodeLogs logs the tail of every node container's output.
+func dumpNodeLogs(t *testing.T, docker *dockerclient.Client, name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := docker.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", k3d.LabelClusterName+"="+name))})
+	if err != nil {
+		t.Logf("listing node containers for logs: %v", err)
+		return
+	}
+	for _, c := range cs {
+		rc, err := docker.ContainerLogs(ctx, c.ID, container.LogsOptions{ShowStdout: true, ShowStderr: true, Tail: "60"})
+		if err != nil {
+			t.Logf("logs of %v: %v", c.Names, err)
+			continue
+		}
+		var out, errOut bytes.Buffer
+		_, _ = stdcopy.StdCopy(&out, &errOut, rc)
+		rc.Close()
+		t.Logf("==> %v <==\n%s%s", c.Names, out.String(), errOut.String())
+	}
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("finding a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+const (
+	dpConfigNamespace = "kube-system"
+	dpConfigName      = "sriovdp-config"
+	dpConfigKey       = "config.json"
+)
+
+// runAgent joins the server named by K3S_URL, registers this container as a
+// Node and advertises the SR-IOV resources the device plugin would find.
+func runAgent(ctx context.Context, f k3sFlags) error {
+	hostname, err := nodeName(f)
+	if err != nil {
+		return err
+	}
+	url := firstNonEmpty(os.Getenv("K3S_URL"), f.server)
+	if url == "" {
+		return errors.New("agent needs K3S_URL (or --server)")
+	}
+	token := firstNonEmpty(os.Getenv("K3S_TOKEN"), f.token)
+	cfg := &rest.Config{
+		Host:        url,
+		BearerToken: token,
+		// Real agents pin the server CA via the token hash; the stand-in
+		// trusts the network k3d created for it.
+		TLSClientConfig: rest.TLSClientConfig{Insecure: true},
+		Dial:            newDialer().DialContext,
+		Timeout:         10 * time.Second,
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("building client for %s: %w", url, err)
+	}
+	if err := waitForServer(ctx, client, url); err != nil {
+		return err
+	}
+
+	node := &nodeKeeper{client: client, name: hostname, ip: nodeIP(), labels: f.labels()}
+	node.resources = func(ctx context.Context) (map[string]int64, error) {
+		return sriovResources(ctx, client)
+	}
+	for {
+		err := node.register(ctx)
+		if err == nil {
+			break
+		}
+		logf("Unable to register node %s with API server: %v", hostname, err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
+	}
+	logf("Successfully registered node %s", hostname)
+	node.keepAlive(ctx)
+	return nil
+}
+
+// waitForServer retries until the API server answers, as a k3s agent that
+// starts before its server does.
+func waitForServer(ctx context.Context, client kubernetes.Interface, url string) error {
+	for {
+		res := client.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx)
+		var code int
+		res.StatusCode(&code)
+		if res.Error() == nil && code == http.StatusOK {
+			return nil
+		}
+		logf("Waiting to retrieve agent configuration; server %s is not ready: %v", url, res.Error())
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// sriovResources mirrors the device plugin: no ConfigMap or no fake sysfs
+// means no SR-IOV resources.
+func sriovResources(ctx context.Context, client kubernetes.Interface) (map[string]int64, error) {
+	cm, err := client.CoreV1().ConfigMaps(dpConfigNamespace).Get(ctx, dpConfigName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading ConfigMap %s/%s: %w", dpConfigNamespace, dpConfigName, err)
+	}
+	config, ok := cm.Data[dpConfigKey]
+	if !ok || config == "" {
+		return nil, nil
+	}
+	root, err := findSysfsRoot("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	if root == "" {
+		return nil, errors.New("no fake sysfs bind mount (a mount holding bus/pci/devices other than /sys) in this node: advertising nothing")
+	}
+	links, err := netlink.LinkList()
+	if err != nil {
+		return nil, fmt.Errorf("listing links of the node's netns: %w", err)
+	}
+	res, err := allocatable(root, []byte(config), links)
+	if err != nil {
+		return nil, fmt.Errorf("device plugin on %s: %w", root, err)
+	}
+	return res, nil
+}
