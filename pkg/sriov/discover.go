@@ -1,0 +1,195 @@
+package sriov
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// PF is one SR-IOV physical function as discovery found it.
+type PF struct {
+	Name     string `json:"name"`
+	PCI      string `json:"pci"`
+	Vendor   string `json:"vendor"`
+	Device   string `json:"device"`
+	Driver   string `json:"driver"`
+	TotalVFs int    `json:"totalVFs"`
+	NumVFs   int    `json:"numVFs"`
+	MAC      string `json:"mac"`
+	// Present says whether the netdev is in the caller's netns; a PF
+	// already inside some node's netns is listed but not Present.
+	Present   bool   `json:"present"`
+	OperState string `json:"operState,omitempty"`
+	AdminUp   bool   `json:"adminUp"`
+	MTU       int    `json:"mtu,omitempty"`
+	// DefaultRoute and GlobalAddress mark a PF the host is using: it is never
+	// chosen unless explicitly included.
+	DefaultRoute  bool `json:"defaultRoute"`
+	GlobalAddress bool `json:"globalAddress"`
+}
+
+func (p PF) String() string { return fmt.Sprintf("PF %s (%s)", p.Name, p.PCI) }
+
+// InUse says whether the host depends on the PF for its own networking.
+func (p PF) InUse() bool { return p.DefaultRoute || p.GlobalAddress }
+
+// Discover lists every PCI function under the sysfs root with
+// sriov_totalvfs > 0, matched by MAC to the netdevs of the caller's netns,
+// sorted by PCI address.
+func Discover(s Sysfs) ([]PF, error) {
+	dir := filepath.Join(s.Root, "bus", "pci", "devices")
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("discovering PFs: reading %s: %w", dir, err)
+	}
+	links, err := listLinks()
+	if err != nil {
+		return nil, fmt.Errorf("discovering PFs: %w", err)
+	}
+	byMAC := map[string]netlink.Link{}
+	for _, l := range links {
+		if mac := l.Attrs().HardwareAddr.String(); mac != "" {
+			byMAC[mac] = l
+		}
+	}
+	routes, err := defaultRouteLinks()
+	if err != nil {
+		return nil, fmt.Errorf("discovering PFs: %w", err)
+	}
+	var out []PF
+	for _, e := range ents {
+		bdf := e.Name()
+		total, err := s.ReadInt(bdf, "sriov_totalvfs")
+		if err != nil || total <= 0 {
+			continue // not an SR-IOV PF (VFs and other devices lack the attribute)
+		}
+		pf := PF{PCI: bdf, TotalVFs: total}
+		pf.NumVFs, _ = s.ReadInt(bdf, "sriov_numvfs")
+		pf.Vendor, _ = s.ReadAttr(bdf, "vendor")
+		pf.Device, _ = s.ReadAttr(bdf, "device")
+		if pf.Driver, err = s.Driver(bdf); err != nil {
+			return nil, fmt.Errorf("discovering PFs: %w", err)
+		}
+		macs, names := netMACs(s, bdf)
+		if len(names) > 0 {
+			pf.Name, pf.MAC = names[0], macs[0]
+		}
+		for _, mac := range macs {
+			l, ok := byMAC[mac]
+			if !ok {
+				continue
+			}
+			a := l.Attrs()
+			pf.Name, pf.MAC, pf.Present = a.Name, mac, true
+			pf.OperState = a.OperState.String()
+			pf.AdminUp = a.Flags&net.FlagUp != 0
+			pf.MTU = a.MTU
+			pf.DefaultRoute = routes[a.Index]
+			if pf.GlobalAddress, err = hasGlobalAddr(l); err != nil {
+				return nil, fmt.Errorf("discovering PFs: %s: %w", pf, err)
+			}
+			break
+		}
+		out = append(out, pf)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].PCI < out[j].PCI })
+	return out, nil
+}
+
+// netMACs returns the MACs and names sysfs lists under the function's net/.
+func netMACs(s Sysfs, bdf string) (macs, names []string) {
+	ents, err := os.ReadDir(filepath.Join(s.Device(bdf), "net"))
+	if err != nil {
+		return nil, nil
+	}
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(s.Device(bdf), "net", e.Name(), "address"))
+		if err != nil {
+			continue
+		}
+		macs = append(macs, strings.ToLower(strings.TrimSpace(string(b))))
+		names = append(names, e.Name())
+	}
+	return macs, names
+}
+
+// listLinks dumps links, retrying a dump the kernel interrupted (a link
+// changed mid-dump), which netlink reports with partial results.
+func listLinks() ([]netlink.Link, error) {
+	h, err := netlink.NewHandle()
+	if err != nil {
+		return nil, fmt.Errorf("opening netlink: %w", err)
+	}
+	defer h.Close()
+	return handleLinks(h)
+}
+
+func handleLinks(h *netlink.Handle) ([]netlink.Link, error) {
+	var err error
+	for range 5 {
+		var links []netlink.Link
+		links, err = h.LinkList()
+		if err == nil {
+			return links, nil
+		}
+		if !errors.Is(err, netlink.ErrDumpInterrupted) {
+			break
+		}
+	}
+	return nil, fmt.Errorf("listing links: %w", err)
+}
+
+// linkByMAC finds the link with mac through h, nil when absent.
+func linkByMAC(h *netlink.Handle, mac string) (netlink.Link, error) {
+	links, err := handleLinks(h)
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range links {
+		if strings.EqualFold(l.Attrs().HardwareAddr.String(), mac) {
+			return l, nil
+		}
+	}
+	return nil, nil
+}
+
+// defaultRouteLinks returns the indexes of links carrying a default route.
+func defaultRouteLinks() (map[int]bool, error) {
+	routes, err := netlink.RouteList(nil, netlink.FAMILY_ALL)
+	if err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
+		return nil, fmt.Errorf("listing routes: %w", err)
+	}
+	out := map[int]bool{}
+	for _, r := range routes {
+		if r.Dst != nil {
+			if ones, _ := r.Dst.Mask.Size(); ones != 0 {
+				continue
+			}
+		}
+		out[r.LinkIndex] = true
+		for _, nh := range r.MultiPath {
+			out[nh.LinkIndex] = true
+		}
+	}
+	return out, nil
+}
+
+func hasGlobalAddr(l netlink.Link) (bool, error) {
+	addrs, err := netlink.AddrList(l, netlink.FAMILY_ALL)
+	if err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
+		return false, fmt.Errorf("listing addresses: %w", err)
+	}
+	for _, a := range addrs {
+		if a.Scope == unix.RT_SCOPE_UNIVERSE {
+			return true, nil
+		}
+	}
+	return false, nil
+}

@@ -1,0 +1,18 @@
+// Package sriov takes SR-IOV physical functions (PFs) from the host, hands
+// them to node network namespaces, creates and binds their VFs, and gives
+// every PF back exactly as it was found.
+//
+// Where things live:
+//   - discover.go: which PFs exist (sysfs + netlink, matched by MAC)
+//   - select.go:   include/exclude rules
+//   - lease.go:    cross-lane leases under the state dir
+//   - move.go:     PFs into a node's netns and back (rename on collision)
+//   - vfs.go:      sriov_numvfs, autoprobe, vfio-pci / kernel driver binding
+//   - target.go:   netns targets (pid, path, Docker container)
+//   - undo.go:     journal undoers, so a fresh process can reverse a lane
+//   - sysfs.go:    the one sysfs writer and the deadline waits
+//
+// Every host change is journalled (pkg/lane/journal) before it is made.
+// Work inside another netns goes through netlink handles bound to that
+// netns, so no goroutine ever switches its thread's namespace.
+package sriov

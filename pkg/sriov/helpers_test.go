@@ -1,0 +1,164 @@
+package sriov_test
+
+import (
+	"context"
+	"net"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+
+	"github.com/sriov-lane/sriov-lane/pkg/lane/journal"
+	"github.com/sriov-lane/sriov-lane/pkg/sriov"
+	"github.com/sriov-lane/sriov-lane/test/rig"
+	"github.com/sriov-lane/sriov-lane/test/rig/nsutil"
+)
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// newNetns creates a named netns (name must start with "sx-"), deleted at
+// cleanup with every link inside it.
+func newNetns(t *testing.T, name string) sriov.PathTarget {
+	t.Helper()
+	t.Cleanup(func() {
+		if err := nsutil.Delete(name); err != nil {
+			t.Errorf("deleting netns %s: %v", name, err)
+		}
+	})
+	if err := nsutil.Create(name); err != nil {
+		t.Fatal(err)
+	}
+	return sriov.PathTarget(filepath.Join("/var/run/netns", name))
+}
+
+// openJournal opens a fresh journal in a temp state dir.
+func openJournal(t *testing.T) (*journal.Journal, string) {
+	t.Helper()
+	stateDir := t.TempDir()
+	j, err := journal.Open(filepath.Join(stateDir, "lane", journal.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.Close() })
+	return j, stateDir
+}
+
+func newSession(t *testing.T, r *rig.Rig, j *journal.Journal) *sriov.Session {
+	return &sriov.Session{Journal: j, Sysfs: sriov.Sysfs{Root: r.State.SysfsRoot}, Log: func(m string) { t.Log(m) }}
+}
+
+// reverse undoes the journal and returns the notes.
+func reverse(t *testing.T, j *journal.Journal, d sriov.Deps) []string {
+	t.Helper()
+	var notes []string
+	err := journal.Reverse(testCtx(t), j, sriov.Undoers(d), journal.ReverseOptions{
+		Report: func(e *journal.Entry, note string, err error) {
+			if note != "" {
+				notes = append(notes, e.Op+": "+note)
+			}
+		},
+	})
+	if err != nil {
+		t.Fatalf("reverse: %v", err)
+	}
+	if p := j.Pending(); len(p) != 0 {
+		t.Fatalf("%d entries still pending after reverse", len(p))
+	}
+	return notes
+}
+
+// linkState is what a test compares before and after.
+type linkState struct {
+	Name  string
+	MTU   int
+	Up    bool
+	Found bool
+}
+
+// findByMAC reports the link with mac in the netns at path ("" = current).
+func findByMAC(t *testing.T, nsPath, mac string) linkState {
+	t.Helper()
+	var h *netlink.Handle
+	var err error
+	if nsPath == "" {
+		h, err = netlink.NewHandle()
+	} else {
+		ns, e := netns.GetFromPath(nsPath)
+		if e != nil {
+			t.Fatalf("opening %s: %v", nsPath, e)
+		}
+		defer ns.Close()
+		h, err = netlink.NewHandleAt(ns)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	links, err := h.LinkList()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range links {
+		a := l.Attrs()
+		if strings.EqualFold(a.HardwareAddr.String(), mac) {
+			return linkState{Name: a.Name, MTU: a.MTU, Up: a.Flags&net.FlagUp != 0, Found: true}
+		}
+	}
+	return linkState{}
+}
+
+// inNetns runs f on a locked thread switched into the netns at path.
+func inNetns(t *testing.T, path string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread()
+		// Never unlocked: the thread dies with the goroutine instead of
+		// going back to the pool in the wrong netns.
+		ns, err := netns.GetFromPath(path)
+		if err != nil {
+			t.Errorf("opening %s: %v", path, err)
+			return
+		}
+		defer ns.Close()
+		if err := netns.Set(ns); err != nil {
+			t.Errorf("entering %s: %v", path, err)
+			return
+		}
+		f()
+	}()
+	<-done
+}
+
+// moveLinkTo moves the link with mac from the current netns into the netns
+// at path (test set-up, not journalled).
+func moveLinkTo(t *testing.T, mac, path string) {
+	t.Helper()
+	ns, err := netns.GetFromPath(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	links, err := netlink.LinkList()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range links {
+		if strings.EqualFold(l.Attrs().HardwareAddr.String(), mac) {
+			if err := netlink.LinkSetNsFd(l, int(ns)); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
+	t.Fatalf("no link with MAC %s to move", mac)
+}

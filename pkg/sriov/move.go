@@ -1,0 +1,362 @@
+package sriov
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+)
+
+// Journal operations of moves.
+const (
+	OpRename = "sriov.rename"
+	OpMove   = "sriov.move"
+)
+
+// MoveRecord is the journal data of OpMove: everything needed to bring the
+// link back exactly as it was found, from any process.
+type MoveRecord struct {
+	// What is "PF" or "VF", for messages.
+	What string `json:"what"`
+	PCI  string `json:"pci"`
+	MAC  string `json:"mac"`
+	// Name is the link's name where it was found; MovedAs its name while
+	// in the target (different after a collision rename).
+	Name       string     `json:"name"`
+	MovedAs    string     `json:"movedAs"`
+	Origin     NetnsID    `json:"origin"`
+	MTU        int        `json:"mtu"`
+	AdminUp    bool       `json:"adminUp"`
+	Target     TargetSpec `json:"target"`
+	TargetDesc string     `json:"targetDesc"`
+}
+
+func (r MoveRecord) label() string { return fmt.Sprintf("%s %s (%s)", r.What, r.Name, r.PCI) }
+
+// RenameRecord is the journal data of OpRename, made in the origin netns
+// before a move whose name collides in the target.
+type RenameRecord struct {
+	PCI    string  `json:"pci"`
+	MAC    string  `json:"mac"`
+	From   string  `json:"from"`
+	To     string  `json:"to"`
+	Origin NetnsID `json:"origin"`
+}
+
+// CollisionName is the deterministic name a link of PCI address pci takes
+// when its own name is taken in the target.
+func CollisionName(pci string) string {
+	sum := sha256.Sum256([]byte(pci))
+	return "sl" + hex.EncodeToString(sum[:])[:8]
+}
+
+// MovePF moves the PF from the caller's netns into the target and sets it
+// up, renaming it first when its name is taken there. It returns the PF's
+// name inside the target. Moving a PF that is already in the target is a
+// no-op.
+func (s *Session) MovePF(ctx context.Context, pf PF, t NetnsTarget) (string, error) {
+	name, err := s.moveLink(ctx, "PF", pf.PCI, pf.MAC, t)
+	if err != nil {
+		return "", fmt.Errorf("binding %s into %s: %w", pf, t, err)
+	}
+	return name, nil
+}
+
+func (s *Session) moveLink(ctx context.Context, what, pci, mac string, t NetnsTarget) (string, error) {
+	origin, oid, err := currentNetns()
+	if err != nil {
+		return "", err
+	}
+	defer origin.Close()
+	oh, err := netlink.NewHandleAt(origin)
+	if err != nil {
+		return "", fmt.Errorf("netlink in current netns: %w", err)
+	}
+	defer oh.Close()
+	tns, err := t.Open(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer tns.Close()
+	th, err := netlink.NewHandleAt(tns)
+	if err != nil {
+		return "", fmt.Errorf("netlink in %s: %w", t, err)
+	}
+	defer th.Close()
+
+	link, err := linkByMAC(oh, mac)
+	if err != nil {
+		return "", err
+	}
+	if link == nil {
+		if in, err := linkByMAC(th, mac); err == nil && in != nil {
+			return in.Attrs().Name, nil
+		}
+		return "", fmt.Errorf("no link with MAC %s in the current netns", mac)
+	}
+	a := link.Attrs()
+	rec := MoveRecord{What: what, PCI: pci, MAC: mac, Name: a.Name, MovedAs: a.Name, Origin: oid,
+		MTU: a.MTU, AdminUp: a.Flags&net.FlagUp != 0, Target: t.Spec(), TargetDesc: t.String()}
+	if _, err := th.LinkByName(a.Name); err == nil {
+		rec.MovedAs = CollisionName(pci)
+		if _, err := th.LinkByName(rec.MovedAs); err == nil {
+			return "", fmt.Errorf("both %s and %s are taken in %s", a.Name, rec.MovedAs, t)
+		}
+		if err := s.rename(oh, link, RenameRecord{PCI: pci, MAC: mac, From: a.Name, To: rec.MovedAs, Origin: oid}); err != nil {
+			return "", err
+		}
+		s.logf("%s %s (%s) renamed %s: %s already has a link named %s", what, a.Name, pci, rec.MovedAs, t, a.Name)
+	}
+	e, err := s.begin(OpMove, rec)
+	if err != nil {
+		return "", err
+	}
+	if err := oh.LinkSetNsFd(link, int(tns)); err != nil {
+		return "", fmt.Errorf("moving: %w", err)
+	}
+	moved, err := linkByMAC(th, mac)
+	if err != nil {
+		return "", err
+	}
+	if moved == nil {
+		return "", fmt.Errorf("link with MAC %s not found in %s after the move", mac, t)
+	}
+	if err := th.LinkSetUp(moved); err != nil {
+		return "", fmt.Errorf("setting %s up in %s: %w", moved.Attrs().Name, t, err)
+	}
+	if err := s.done(e); err != nil {
+		return "", err
+	}
+	return moved.Attrs().Name, nil
+}
+
+func (s *Session) rename(oh *netlink.Handle, link netlink.Link, rec RenameRecord) error {
+	e, err := s.begin(OpRename, rec)
+	if err != nil {
+		return err
+	}
+	// Older kernels refuse to rename a running link; it goes down on the
+	// move anyway and its admin state is restored on return.
+	if err := oh.LinkSetDown(link); err != nil {
+		return fmt.Errorf("setting %s down: %w", rec.From, err)
+	}
+	if err := oh.LinkSetName(link, rec.To); err != nil {
+		return fmt.Errorf("renaming %s to %s: %w", rec.From, rec.To, err)
+	}
+	return s.done(e)
+}
+
+// undoRename gives the link its name back if it is in the current netns
+// under the collision name. Elsewhere, the move's undo restores the name.
+func (d Deps) undoRename(rec RenameRecord) (string, error) {
+	cur, oh, err := d.originHandle(rec.Origin)
+	if err != nil {
+		return "", err
+	}
+	defer cur.Close()
+	defer oh.Close()
+	l, err := linkByMAC(oh, rec.MAC)
+	if err != nil {
+		return "", err
+	}
+	if l == nil {
+		return fmt.Sprintf("link %s (%s) not in this netns; nothing to rename", rec.From, rec.PCI), nil
+	}
+	if l.Attrs().Name == rec.From {
+		return "", nil
+	}
+	return "", setName(oh, l, rec.From)
+}
+
+// originHandle opens the current netns after checking it is the one the
+// record was made in (unless forced): returning a PF anywhere else is how
+// NICs get lost when `down` runs from another pod or netns.
+func (d Deps) originHandle(origin NetnsID) (netns.NsHandle, *netlink.Handle, error) {
+	cur, cid, err := currentNetns()
+	if err != nil {
+		return -1, nil, err
+	}
+	if cid != origin && !d.Force {
+		cur.Close()
+		return -1, nil, fmt.Errorf("running in %s but the PF was taken from %s: run from the original network namespace, or force to return it here", cid, origin)
+	}
+	h, err := netlink.NewHandleAt(cur)
+	if err != nil {
+		cur.Close()
+		return -1, nil, fmt.Errorf("netlink in current netns: %w", err)
+	}
+	return cur, h, nil
+}
+
+// returnLink brings a moved link back into the current netns and restores
+// its name, MTU and admin state. It is idempotent and never fails because
+// the link has vanished: that is reported in the note.
+func (d Deps) returnLink(ctx context.Context, rec MoveRecord) (string, error) {
+	cur, oh, err := d.originHandle(rec.Origin)
+	if err != nil {
+		return "", fmt.Errorf("returning %s: %w", rec.label(), err)
+	}
+	defer cur.Close()
+	defer oh.Close()
+	var notes []string
+	l, err := linkByMAC(oh, rec.MAC)
+	if err != nil {
+		return "", err
+	}
+	if l == nil {
+		note, err := d.fetchFromTarget(ctx, rec, cur, oh)
+		if err != nil {
+			return "", fmt.Errorf("returning %s from %s: %w", rec.label(), rec.TargetDesc, err)
+		}
+		if note != "" {
+			notes = append(notes, note)
+		}
+		if l, err = linkByMAC(oh, rec.MAC); err != nil {
+			return "", err
+		}
+	}
+	if l == nil {
+		if err := d.fetchFromInit(cur, oh, rec.MAC); err != nil {
+			return "", fmt.Errorf("returning %s: %w", rec.label(), err)
+		}
+		if l, err = linkByMAC(oh, rec.MAC); err != nil {
+			return "", err
+		}
+	}
+	if l == nil {
+		notes = append(notes, fmt.Sprintf("%s %s (%s) not found: a physical %s returns to the init netns when its netns dies (may take minutes); a veth stand-in is destroyed",
+			rec.What, rec.Name, rec.PCI, rec.What))
+		return joinNotes(notes), nil
+	}
+	if err := restore(oh, l, rec); err != nil {
+		return "", fmt.Errorf("restoring %s: %w", rec.label(), err)
+	}
+	return joinNotes(notes), nil
+}
+
+// fetchFromTarget moves the link from the target into cur if it is there.
+func (d Deps) fetchFromTarget(ctx context.Context, rec MoveRecord, cur netns.NsHandle, oh *netlink.Handle) (string, error) {
+	t, err := d.Target(rec.Target)
+	if err != nil {
+		return "", err
+	}
+	tns, err := t.Open(ctx)
+	if errors.Is(err, ErrTargetGone) {
+		return fmt.Sprintf("%s is gone", t), nil
+	}
+	if err != nil {
+		return "", err
+	}
+	defer tns.Close()
+	th, err := netlink.NewHandleAt(tns)
+	if err != nil {
+		return "", fmt.Errorf("netlink in %s: %w", t, err)
+	}
+	defer th.Close()
+	l, err := linkByMAC(th, rec.MAC)
+	if err != nil || l == nil {
+		return "", err
+	}
+	if other, err := oh.LinkByName(l.Attrs().Name); err == nil && other.Attrs().HardwareAddr.String() != rec.MAC {
+		// Its name is taken here: rename inside the target first, the
+		// final name is restored below.
+		if err := setName(th, l, CollisionName(rec.PCI)); err != nil {
+			return "", err
+		}
+	}
+	if err := th.LinkSetNsFd(l, int(cur)); err != nil {
+		return "", fmt.Errorf("moving back: %w", err)
+	}
+	return "", nil
+}
+
+// fetchFromInit looks for the link in the init netns of our PID namespace,
+// where a physical device lands when its netns dies, and moves it to cur.
+func (d Deps) fetchFromInit(cur netns.NsHandle, oh *netlink.Handle, mac string) error {
+	ins, err := netns.GetFromPath("/proc/1/ns/net")
+	if err != nil {
+		return nil // cannot see init (unprivileged, other pid ns): nothing to look at
+	}
+	defer ins.Close()
+	iid, err := netnsID(ins)
+	if err != nil {
+		return err
+	}
+	cid, err := netnsID(cur)
+	if err != nil || iid == cid {
+		return err
+	}
+	ih, err := netlink.NewHandleAt(ins)
+	if err != nil {
+		return nil
+	}
+	defer ih.Close()
+	l, err := linkByMAC(ih, mac)
+	if err != nil || l == nil {
+		return err
+	}
+	if err := ih.LinkSetNsFd(l, int(cur)); err != nil {
+		return fmt.Errorf("moving back from the init netns: %w", err)
+	}
+	return nil
+}
+
+func restore(h *netlink.Handle, l netlink.Link, rec MoveRecord) error {
+	if l.Attrs().Name != rec.Name {
+		if err := setName(h, l, rec.Name); err != nil {
+			return err
+		}
+	}
+	if l.Attrs().MTU != rec.MTU && rec.MTU > 0 {
+		if err := h.LinkSetMTU(l, rec.MTU); err != nil {
+			return fmt.Errorf("restoring MTU %d: %w", rec.MTU, err)
+		}
+	}
+	if rec.AdminUp {
+		if err := h.LinkSetUp(l); err != nil {
+			return fmt.Errorf("setting up: %w", err)
+		}
+	} else if err := h.LinkSetDown(l); err != nil {
+		return fmt.Errorf("setting down: %w", err)
+	}
+	return nil
+}
+
+// setName renames l, taking it down for the rename and back up after if it
+// was up.
+func setName(h *netlink.Handle, l netlink.Link, name string) error {
+	if other, err := h.LinkByName(name); err == nil && other.Attrs().Index != l.Attrs().Index {
+		return fmt.Errorf("cannot rename %s to %s: the name is taken by another link (index %d)", l.Attrs().Name, name, other.Attrs().Index)
+	}
+	up := l.Attrs().Flags&net.FlagUp != 0
+	if up {
+		if err := h.LinkSetDown(l); err != nil {
+			return fmt.Errorf("setting %s down to rename it: %w", l.Attrs().Name, err)
+		}
+	}
+	if err := h.LinkSetName(l, name); err != nil {
+		return fmt.Errorf("renaming %s to %s: %w", l.Attrs().Name, name, err)
+	}
+	if up {
+		if err := h.LinkSetUp(l); err != nil {
+			return fmt.Errorf("setting %s up after rename: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func joinNotes(notes []string) string {
+	out := ""
+	for i, n := range notes {
+		if i > 0 {
+			out += "; "
+		}
+		out += n
+	}
+	return out
+}

@@ -1,0 +1,172 @@
+package sriov_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+
+	"github.com/sriov-lane/sriov-lane/pkg/sriov"
+	"github.com/sriov-lane/sriov-lane/test/rig"
+	"github.com/sriov-lane/sriov-lane/test/sriovtest"
+	"github.com/sriov-lane/sriov-lane/test/testutil"
+)
+
+func discover(t *testing.T, r *rig.Rig) []sriov.PF {
+	t.Helper()
+	pfs, err := sriov.Discover(sriov.Sysfs{Root: r.State.SysfsRoot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pfs
+}
+
+// TestMoveIntoNetnsAndBack moves an UP PF with a custom MTU and a DOWN PF
+// into a netns and back: both come back named, sized and up/down as found.
+func TestMoveIntoNetnsAndBack(t *testing.T) {
+	r := rig.NewForTest(t, 2, "sx-m")
+	target := newNetns(t, "sx-move")
+	pf0, _ := netlink.LinkByName(r.State.PFs[0].Name)
+	if err := netlink.LinkSetMTU(pf0, 1400); err != nil {
+		t.Fatal(err)
+	}
+	if err := netlink.LinkSetUp(pf0); err != nil {
+		t.Fatal(err)
+	}
+	pfs := discover(t, r)
+	before := []linkState{findByMAC(t, "", pfs[0].MAC), findByMAC(t, "", pfs[1].MAC)}
+	if !before[0].Up || before[0].MTU != 1400 || before[1].Up {
+		t.Fatalf("set-up failed: %+v", before)
+	}
+	j, _ := openJournal(t)
+	s := newSession(t, r, j)
+	for _, pf := range pfs {
+		name, err := s.MovePF(testCtx(t), pf, target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := findByMAC(t, string(target), pf.MAC)
+		if !got.Found || got.Name != pf.Name || !got.Up {
+			t.Fatalf("%s in target: %+v (returned name %s)", pf, got, name)
+		}
+		if findByMAC(t, "", pf.MAC).Found {
+			t.Fatalf("%s still in the host netns", pf)
+		}
+	}
+	// Moving again is a no-op.
+	if _, err := s.MovePF(testCtx(t), pfs[0], target); err != nil {
+		t.Fatalf("second move: %v", err)
+	}
+	reverse(t, j, s.Deps())
+	// Undo is idempotent: a second pass over the same entries changes nothing.
+	undo := sriov.Undoers(s.Deps())
+	for _, e := range j.Entries() {
+		if _, err := undo[e.Op](testCtx(t), &e); err != nil {
+			t.Fatalf("second undo of %s: %v", e.Op, err)
+		}
+	}
+	for i, pf := range pfs {
+		if got := findByMAC(t, "", pf.MAC); got != before[i] {
+			t.Errorf("%s after return: %+v, want %+v", pf, got, before[i])
+		}
+	}
+}
+
+// TestCollisionRenameAndRestore: the target already has a link with the
+// PF's name; the PF goes in under its collision name and comes back under
+// its own.
+func TestCollisionRenameAndRestore(t *testing.T) {
+	r := rig.NewForTest(t, 1, "sx-c")
+	target := newNetns(t, "sx-coll")
+	pfs := discover(t, r)
+	ns, err := netns.GetFromPath(string(target))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	// The squatter lives inside the netns; deleting the netns removes it.
+	if err := h.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: pfs[0].Name}}); err != nil {
+		t.Fatal(err)
+	}
+	j, _ := openJournal(t)
+	s := newSession(t, r, j)
+	name, err := s.MovePF(testCtx(t), pfs[0], target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sriov.CollisionName(pfs[0].PCI)
+	if got := findByMAC(t, string(target), pfs[0].MAC); name != want || got.Name != want {
+		t.Fatalf("PF in target named %q (reported %q), want %q", got.Name, name, want)
+	}
+	var ops []string
+	for _, e := range j.Entries() {
+		ops = append(ops, e.Op)
+	}
+	if strings.Join(ops, ",") != "sriov.rename,sriov.move" {
+		t.Fatalf("journal ops %v", ops)
+	}
+	reverse(t, j, s.Deps())
+	if got := findByMAC(t, "", pfs[0].MAC); got.Name != pfs[0].Name {
+		t.Fatalf("PF back as %+v, want name %s", got, pfs[0].Name)
+	}
+	if _, err := h.LinkByName(pfs[0].Name); err != nil {
+		t.Fatalf("squatter in target disturbed: %v", err)
+	}
+}
+
+// TestMoveIntoContainer binds PFs into a running container and returns
+// them with a fresh Deps (as a new process would), then checks that a
+// removed container leaves a note instead of failing.
+func TestMoveIntoContainer(t *testing.T) {
+	cli := testutil.RequireDocker(t)
+	r := rig.NewForTest(t, 2, "sx-k")
+	ctx := testCtx(t)
+	if err := sriovtest.EnsureSleeperImage(ctx, cli); err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"sx-move-0", "sx-move-1"}
+	var ids []string
+	for _, n := range names {
+		t.Cleanup(func() { _ = sriovtest.RemoveContainer(ctx, cli, n) })
+		id, err := sriovtest.RunSleeper(ctx, cli, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	pfs := discover(t, r)
+	j, _ := openJournal(t)
+	s := newSession(t, r, j)
+	s.Docker = cli
+	for i, pf := range pfs {
+		if _, err := s.MovePF(ctx, pf, sriov.ContainerTarget{ID: ids[i], Docker: cli}); err != nil {
+			t.Fatal(err)
+		}
+		info, err := cli.ContainerInspect(ctx, ids[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := findByMAC(t, fmt.Sprintf("/proc/%d/ns/net", info.State.Pid), pf.MAC); !got.Found || !got.Up {
+			t.Fatalf("%s not up in container %s: %+v", pf, names[i], got)
+		}
+	}
+	// Container 1 is removed before down: its veth stand-in dies with it.
+	if err := sriovtest.RemoveContainer(ctx, cli, names[1]); err != nil {
+		t.Fatal(err)
+	}
+	notes := reverse(t, j, sriov.Deps{Sysfs: s.Sysfs, Docker: cli})
+	if got := findByMAC(t, "", pfs[0].MAC); !got.Found || got.Name != pfs[0].Name {
+		t.Fatalf("%s not back: %+v", pfs[0], got)
+	}
+	joined := strings.Join(notes, "\n")
+	if !strings.Contains(joined, "PF "+pfs[1].Name+" ("+pfs[1].PCI+") not found") || !strings.Contains(joined, "is gone") {
+		t.Fatalf("notes do not report the lost stand-in PF: %q", notes)
+	}
+}

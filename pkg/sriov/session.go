@@ -1,0 +1,56 @@
+package sriov
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/sriov-lane/sriov-lane/pkg/lane/journal"
+)
+
+// Session is one lane's use of this package: every change goes through its
+// journal, intent first.
+type Session struct {
+	Journal *journal.Journal
+	Sysfs   Sysfs
+	// Docker resolves container targets; nil when none are used.
+	Docker ContainerInspector
+	// Wait bounds each wait for a sysfs effect (DefaultWait when zero).
+	Wait time.Duration
+	// Log receives notes (reclaimed leases, renames); nil discards.
+	Log func(msg string)
+	// AfterRecord, when set, runs after each journal record this package
+	// writes. Crash tests use it to kill the process at a chosen step.
+	AfterRecord func(op string, phase journal.Phase)
+}
+
+func (s *Session) logf(format string, args ...any) {
+	if s.Log != nil {
+		s.Log(fmt.Sprintf(format, args...))
+	}
+}
+
+func (s *Session) begin(op string, data any) (*journal.Entry, error) {
+	e, err := s.Journal.Begin(op, data)
+	if err != nil {
+		return nil, err
+	}
+	if s.AfterRecord != nil {
+		s.AfterRecord(op, journal.Intent)
+	}
+	return e, nil
+}
+
+func (s *Session) done(e *journal.Entry) error {
+	if err := s.Journal.Done(e); err != nil {
+		return err
+	}
+	if s.AfterRecord != nil {
+		s.AfterRecord(e.Op, journal.Done)
+	}
+	return nil
+}
+
+// Deps returns what Undoers needs to reverse this session's journal.
+func (s *Session) Deps() Deps {
+	return Deps{Sysfs: s.Sysfs, Docker: s.Docker, Wait: s.Wait}
+}

@@ -1,0 +1,130 @@
+package sriov
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// pollInterval is how often a wait re-checks sysfs. The real kernel applies
+// a write before the write returns, so on hardware the first check succeeds;
+// the emulated tree needs the poll.
+const pollInterval = 10 * time.Millisecond
+
+// DefaultWait bounds every wait for a sysfs effect.
+const DefaultWait = 10 * time.Second
+
+// Sysfs is a sysfs root: /sys on a host, a bind mount of the host's /sys in
+// a CI pod, or a fake tree in tests.
+type Sysfs struct{ Root string }
+
+// Device is the directory of a PCI function.
+func (s Sysfs) Device(bdf string) string {
+	return filepath.Join(s.Root, "bus", "pci", "devices", bdf)
+}
+
+// Attr is the path of a PCI function's attribute.
+func (s Sysfs) Attr(bdf, name string) string { return filepath.Join(s.Device(bdf), name) }
+
+// DriverFile is the path of a PCI driver's control file (bind, unbind).
+func (s Sysfs) DriverFile(driver, name string) string {
+	return filepath.Join(s.Root, "bus", "pci", "drivers", driver, name)
+}
+
+// DriversProbe is the bus-wide probe control file.
+func (s Sysfs) DriversProbe() string {
+	return filepath.Join(s.Root, "bus", "pci", "drivers_probe")
+}
+
+// ReadAttr reads a PCI function's attribute, whitespace trimmed.
+func (s Sysfs) ReadAttr(bdf, name string) (string, error) {
+	b, err := os.ReadFile(s.Attr(bdf, name))
+	if err != nil {
+		return "", fmt.Errorf("reading %s: %w", s.Attr(bdf, name), err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// ReadInt reads an integer attribute.
+func (s Sysfs) ReadInt(bdf, name string) (int, error) {
+	v, err := s.ReadAttr(bdf, name)
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, fmt.Errorf("parsing %s: %w", s.Attr(bdf, name), err)
+	}
+	return n, nil
+}
+
+// Driver returns the name of the driver bound to bdf, "" when unbound.
+func (s Sysfs) Driver(bdf string) (string, error) {
+	target, err := os.Readlink(s.Attr(bdf, "driver"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading driver of %s: %w", bdf, err)
+	}
+	return filepath.Base(target), nil
+}
+
+// Exists reports whether the PCI function is present (VFs vanish when
+// sriov_numvfs drops).
+func (s Sysfs) Exists(bdf string) bool {
+	_, err := os.Stat(s.Device(bdf))
+	return err == nil
+}
+
+// WriteFile writes value and a newline to a sysfs attribute. It never
+// creates the file: a missing attribute is an error on real sysfs and must be
+// one here too, naming the attribute.
+func WriteFile(path, value string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return fmt.Errorf("writing %q to %s: %w", value, path, err)
+	}
+	if _, err := f.WriteString(value + "\n"); err != nil {
+		f.Close()
+		return fmt.Errorf("writing %q to %s: %w", value, path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("writing %q to %s: %w", value, path, err)
+	}
+	return nil
+}
+
+// waitFor polls cond until it holds, ctx ends or timeout passes; what names
+// the awaited effect in the error.
+func waitFor(ctx context.Context, timeout time.Duration, what string, cond func() (bool, error)) error {
+	if timeout <= 0 {
+		timeout = DefaultWait
+	}
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	for {
+		ok, err := cond()
+		if err != nil {
+			return fmt.Errorf("waiting for %s: %w", what, err)
+		}
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s: %w", what, ctx.Err())
+		case <-deadline.C:
+			return fmt.Errorf("waiting for %s: not done after %s", what, timeout)
+		case <-tick.C:
+		}
+	}
+}

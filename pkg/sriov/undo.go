@@ -1,0 +1,126 @@
+package sriov
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/sriov-lane/sriov-lane/pkg/lane/journal"
+)
+
+// Deps is what undoing needs; a fresh process builds it from the lane's
+// configuration.
+type Deps struct {
+	Sysfs  Sysfs
+	Docker ContainerInspector
+	Wait   time.Duration
+	// Force returns PFs to the current netns even when it is not the one
+	// they were taken from.
+	Force bool
+}
+
+// Undoers reverses every operation this package journals. Each undo is
+// idempotent, copes with an intent that never took effect and succeeds
+// with a note when its object is gone.
+func Undoers(d Deps) journal.Undoers {
+	return journal.Undoers{
+		OpLease: func(_ context.Context, e *journal.Entry) (string, error) {
+			var rec LeaseRecord
+			if err := e.Decode(&rec); err != nil {
+				return "", err
+			}
+			return undoLease(rec)
+		},
+		OpRename: func(_ context.Context, e *journal.Entry) (string, error) {
+			var rec RenameRecord
+			if err := e.Decode(&rec); err != nil {
+				return "", err
+			}
+			return d.undoRename(rec)
+		},
+		OpMove: func(ctx context.Context, e *journal.Entry) (string, error) {
+			var rec MoveRecord
+			if err := e.Decode(&rec); err != nil {
+				return "", err
+			}
+			return d.returnLink(ctx, rec)
+		},
+		OpAutoprobe: func(_ context.Context, e *journal.Entry) (string, error) {
+			var rec AutoprobeRecord
+			if err := e.Decode(&rec); err != nil {
+				return "", err
+			}
+			if !d.Sysfs.Exists(rec.PCI) {
+				return fmt.Sprintf("PCI device %s is gone; autoprobe not restored", rec.PCI), nil
+			}
+			if err := WriteFile(d.Sysfs.Attr(rec.PCI, "sriov_drivers_autoprobe"), rec.Original); err != nil {
+				return "", fmt.Errorf("restoring autoprobe of %s: %w", rec.PCI, err)
+			}
+			return "", nil
+		},
+		OpNumVFs: func(ctx context.Context, e *journal.Entry) (string, error) {
+			var rec NumVFsRecord
+			if err := e.Decode(&rec); err != nil {
+				return "", err
+			}
+			return d.undoNumVFs(ctx, rec)
+		},
+		OpBind: func(ctx context.Context, e *journal.Entry) (string, error) {
+			var rec BindRecord
+			if err := e.Decode(&rec); err != nil {
+				return "", err
+			}
+			return d.undoBind(ctx, rec)
+		},
+	}
+}
+
+func (d Deps) undoNumVFs(ctx context.Context, rec NumVFsRecord) (string, error) {
+	if !d.Sysfs.Exists(rec.PCI) {
+		return fmt.Sprintf("PCI device %s is gone; no VFs to remove", rec.PCI), nil
+	}
+	cur, err := d.Sysfs.ReadInt(rec.PCI, "sriov_numvfs")
+	if err != nil {
+		return "", err
+	}
+	if cur != 0 {
+		if err := setNumVFs(ctx, d.Sysfs, d.Wait, rec.PCI, 0); err != nil {
+			return "", fmt.Errorf("removing VFs of %s: %w", rec.PCI, err)
+		}
+	}
+	if rec.Original != 0 {
+		if err := setNumVFs(ctx, d.Sysfs, d.Wait, rec.PCI, rec.Original); err != nil {
+			return "", fmt.Errorf("restoring %d VFs on %s: %w", rec.Original, rec.PCI, err)
+		}
+		return "restored the " + strconv.Itoa(rec.Original) + " VFs the PF had before (freshly created)", nil
+	}
+	return "", nil
+}
+
+// undoBind frees a VF from the driver the lane bound. The original driver
+// is not re-bound: the numvfs undo that follows removes the VF.
+func (d Deps) undoBind(ctx context.Context, rec BindRecord) (string, error) {
+	if !d.Sysfs.Exists(rec.VF) {
+		return fmt.Sprintf("VF %s is gone", rec.VF), nil
+	}
+	cur, err := d.Sysfs.Driver(rec.VF)
+	if err != nil {
+		return "", err
+	}
+	if cur != "" && cur != rec.Original && (cur == rec.Driver || rec.Driver == driverKernel) {
+		if err := unbind(ctx, d.Sysfs, d.Wait, rec.VF, cur); err != nil {
+			return "", fmt.Errorf("unbinding VF %s from %s: %w", rec.VF, cur, err)
+		}
+	}
+	ov, err := d.Sysfs.ReadAttr(rec.VF, "driver_override")
+	if err != nil {
+		return "", err
+	}
+	if ov != "" && ov != "(null)" {
+		if err := WriteFile(d.Sysfs.Attr(rec.VF, "driver_override"), ""); err != nil {
+			return "", err
+		}
+	}
+	return "", nil
+}

@@ -1,0 +1,271 @@
+package sriov
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// Journal operations of VF set-up.
+const (
+	OpAutoprobe = "sriov.autoprobe"
+	OpNumVFs    = "sriov.numvfs"
+	OpBind      = "sriov.bind"
+)
+
+// VF driver modes.
+const (
+	ModeVFIO      = "vfio-pci"
+	ModeNetdevice = "netdevice"
+)
+
+// driverKernel in a BindRecord means "whatever kernel driver probing picks".
+const driverKernel = "kernel"
+
+// VFOptions say how many VFs a PF gets and how they are bound.
+type VFOptions struct {
+	Count int
+	// Mode is ModeVFIO (default) or ModeNetdevice.
+	Mode string
+	// Target receives the VF netdevs in netdevice mode (the PF's node).
+	Target NetnsTarget
+}
+
+// VF is one created virtual function.
+type VF struct {
+	PCI    string `json:"pci"`
+	Index  int    `json:"index"`
+	Driver string `json:"driver"`
+	// Netdev and MAC are set in netdevice mode: the VF's link in the target.
+	Netdev string `json:"netdev,omitempty"`
+	MAC    string `json:"mac,omitempty"`
+}
+
+// AutoprobeRecord is the journal data of OpAutoprobe.
+type AutoprobeRecord struct {
+	PCI      string `json:"pci"`
+	Original string `json:"original"`
+}
+
+// NumVFsRecord is the journal data of OpNumVFs.
+type NumVFsRecord struct {
+	PCI      string `json:"pci"`
+	Original int    `json:"original"`
+	Count    int    `json:"count"`
+}
+
+// BindRecord is the journal data of OpBind.
+type BindRecord struct {
+	VF       string `json:"vf"`
+	PF       string `json:"pf"`
+	Original string `json:"original"`
+	Driver   string `json:"driver"`
+}
+
+// ConfigureVFs creates opts.Count VFs on the PF through its PCI device's
+// sysfs (global: this works while the PF sits in a node's netns) and binds
+// them. Autoprobe is switched off first so no transient VF netdevs appear.
+func (s *Session) ConfigureVFs(ctx context.Context, pf PF, opts VFOptions) ([]VF, error) {
+	vfs, err := s.configureVFs(ctx, pf, opts)
+	if err != nil {
+		return nil, fmt.Errorf("creating %d VFs on %s: %w", opts.Count, pf, err)
+	}
+	return vfs, nil
+}
+
+func (s *Session) configureVFs(ctx context.Context, pf PF, opts VFOptions) ([]VF, error) {
+	if opts.Mode == "" {
+		opts.Mode = ModeVFIO
+	}
+	total, err := s.Sysfs.ReadInt(pf.PCI, "sriov_totalvfs")
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case opts.Count < 0 || opts.Count > total:
+		return nil, fmt.Errorf("%d VFs requested, the device supports 0..%d", opts.Count, total)
+	case opts.Mode == ModeVFIO:
+		if _, err := os.Stat(filepath.Join(s.Sysfs.Root, "module", "vfio_pci")); err != nil {
+			return nil, fmt.Errorf("the vfio_pci module is not loaded (load it with modprobe vfio-pci): %w", err)
+		}
+	case opts.Mode == ModeNetdevice:
+		if opts.Target == nil {
+			return nil, fmt.Errorf("netdevice mode needs a target netns for the VF netdevs")
+		}
+	default:
+		return nil, fmt.Errorf("unknown VF mode %q (want %s or %s)", opts.Mode, ModeVFIO, ModeNetdevice)
+	}
+
+	origProbe, err := s.Sysfs.ReadAttr(pf.PCI, "sriov_drivers_autoprobe")
+	if err != nil {
+		return nil, err
+	}
+	e, err := s.begin(OpAutoprobe, AutoprobeRecord{PCI: pf.PCI, Original: origProbe})
+	if err != nil {
+		return nil, err
+	}
+	if err := WriteFile(s.Sysfs.Attr(pf.PCI, "sriov_drivers_autoprobe"), "0"); err != nil {
+		return nil, err
+	}
+	if err := s.done(e); err != nil {
+		return nil, err
+	}
+
+	origNum, err := s.Sysfs.ReadInt(pf.PCI, "sriov_numvfs")
+	if err != nil {
+		return nil, err
+	}
+	if e, err = s.begin(OpNumVFs, NumVFsRecord{PCI: pf.PCI, Original: origNum, Count: opts.Count}); err != nil {
+		return nil, err
+	}
+	// The kernel refuses to change a non-zero count to another non-zero one.
+	if err := s.setNumVFs(ctx, pf.PCI, 0); err != nil {
+		return nil, err
+	}
+	if err := s.setNumVFs(ctx, pf.PCI, opts.Count); err != nil {
+		return nil, err
+	}
+	if err := s.done(e); err != nil {
+		return nil, err
+	}
+
+	vfs := make([]VF, 0, opts.Count)
+	for j := range opts.Count {
+		target, err := os.Readlink(s.Sysfs.Attr(pf.PCI, "virtfn"+strconv.Itoa(j)))
+		if err != nil {
+			return nil, fmt.Errorf("reading VF %d: %w", j, err)
+		}
+		vf := VF{PCI: filepath.Base(target), Index: j}
+		if opts.Mode == ModeVFIO {
+			err = s.bindVFIO(ctx, pf.PCI, vf.PCI)
+			vf.Driver = ModeVFIO
+		} else {
+			vf, err = s.bindNetdevice(ctx, pf.PCI, vf, opts.Target)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("VF %d (%s): %w", j, vf.PCI, err)
+		}
+		vfs = append(vfs, vf)
+	}
+	return vfs, nil
+}
+
+// setNumVFs writes sriov_numvfs and waits until exactly n virtfn links
+// resolve (the emulated kernel creates and removes them asynchronously).
+func (s *Session) setNumVFs(ctx context.Context, pci string, n int) error {
+	return setNumVFs(ctx, s.Sysfs, s.Wait, pci, n)
+}
+
+func setNumVFs(ctx context.Context, sys Sysfs, wait time.Duration, pci string, n int) error {
+	if err := WriteFile(sys.Attr(pci, "sriov_numvfs"), strconv.Itoa(n)); err != nil {
+		return err
+	}
+	return waitFor(ctx, wait, fmt.Sprintf("%d VFs on %s", n, pci), func() (bool, error) {
+		for j := range n {
+			if _, err := os.Stat(sys.Attr(pci, "virtfn"+strconv.Itoa(j))); err != nil {
+				return false, nil
+			}
+		}
+		_, err := os.Lstat(sys.Attr(pci, "virtfn"+strconv.Itoa(n)))
+		return err != nil, nil
+	})
+}
+
+func (s *Session) bindVFIO(ctx context.Context, pf, vf string) error {
+	cur, err := s.Sysfs.Driver(vf)
+	if err != nil {
+		return err
+	}
+	e, err := s.begin(OpBind, BindRecord{VF: vf, PF: pf, Original: cur, Driver: ModeVFIO})
+	if err != nil {
+		return err
+	}
+	if cur != ModeVFIO {
+		if err := unbind(ctx, s.Sysfs, s.Wait, vf, cur); err != nil {
+			return err
+		}
+		if err := WriteFile(s.Sysfs.Attr(vf, "driver_override"), ModeVFIO); err != nil {
+			return err
+		}
+		if err := WriteFile(s.Sysfs.DriverFile(ModeVFIO, "bind"), vf); err != nil {
+			return err
+		}
+		if err := waitDriver(ctx, s.Sysfs, s.Wait, vf, ModeVFIO); err != nil {
+			return err
+		}
+		// Left set, the override would keep the VF on vfio-pci after the
+		// lane is gone and confuse the next driver probe.
+		if err := WriteFile(s.Sysfs.Attr(vf, "driver_override"), ""); err != nil {
+			return err
+		}
+	}
+	return s.done(e)
+}
+
+func (s *Session) bindNetdevice(ctx context.Context, pf string, vf VF, target NetnsTarget) (VF, error) {
+	cur, err := s.Sysfs.Driver(vf.PCI)
+	if err != nil {
+		return vf, err
+	}
+	e, err := s.begin(OpBind, BindRecord{VF: vf.PCI, PF: pf, Original: cur, Driver: driverKernel})
+	if err != nil {
+		return vf, err
+	}
+	if cur == "" {
+		if err := WriteFile(s.Sysfs.DriversProbe(), vf.PCI); err != nil {
+			return vf, err
+		}
+		err := waitFor(ctx, s.Wait, "a kernel driver to bind "+vf.PCI, func() (bool, error) {
+			d, err := s.Sysfs.Driver(vf.PCI)
+			return d != "", err
+		})
+		if err != nil {
+			return vf, err
+		}
+	}
+	if err := s.done(e); err != nil {
+		return vf, err
+	}
+	if vf.Driver, err = s.Sysfs.Driver(vf.PCI); err != nil {
+		return vf, err
+	}
+	err = waitFor(ctx, s.Wait, "netdev of VF "+vf.PCI, func() (bool, error) {
+		macs, _ := netMACs(s.Sysfs, vf.PCI)
+		if len(macs) > 0 {
+			vf.MAC = macs[0]
+		}
+		return vf.MAC != "", nil
+	})
+	if err != nil {
+		return vf, err
+	}
+	if vf.Netdev, err = s.moveLink(ctx, "VF", vf.PCI, vf.MAC, target); err != nil {
+		return vf, fmt.Errorf("moving VF netdev into %s: %w", target, err)
+	}
+	return vf, nil
+}
+
+// unbind detaches bdf from driver (if any) and waits until it is free.
+func unbind(ctx context.Context, sys Sysfs, wait time.Duration, bdf, driver string) error {
+	if driver == "" {
+		return nil
+	}
+	if err := WriteFile(sys.DriverFile(driver, "unbind"), bdf); err != nil {
+		return err
+	}
+	return waitDriver(ctx, sys, wait, bdf, "")
+}
+
+// waitDriver waits until bdf's driver is want ("" for unbound).
+func waitDriver(ctx context.Context, sys Sysfs, wait time.Duration, bdf, want string) error {
+	return waitFor(ctx, wait, fmt.Sprintf("driver of %s to become %q", bdf, want), func() (bool, error) {
+		cur, err := sys.Driver(bdf)
+		if err != nil {
+			return false, err
+		}
+		return cur == want, nil
+	})
+}
