@@ -1,0 +1,141 @@
+package cni
+
+import (
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+)
+
+var nadGVR = schema.GroupVersionResource{Group: nadGroup, Version: "v1", Resource: nadPlural}
+
+// resourceVersions reads back every object and returns kind/ns/name -> rv.
+func resourceVersions(t *testing.T, cfg *rest.Config, objs []*unstructured.Unstructured) map[string]string {
+	t.Helper()
+	dyn := dynamic.NewForConfigOrDie(cfg)
+	out := map[string]string{}
+	for _, u := range objs {
+		gvk := u.GroupVersionKind()
+		gvr := guessGVR(t, gvk)
+		var ri dynamic.ResourceInterface = dyn.Resource(gvr)
+		if u.GetNamespace() != "" {
+			ri = dyn.Resource(gvr).Namespace(u.GetNamespace())
+		}
+		got, err := ri.Get(t.Context(), u.GetName(), metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("reading back %s %s: %v", gvk.Kind, describe(u), err)
+		}
+		managed := false
+		for _, mf := range got.GetManagedFields() {
+			managed = managed || (mf.Manager == FieldManager && mf.Operation == metav1.ManagedFieldsOperationApply)
+		}
+		if !managed {
+			t.Errorf("%s %s not applied by field manager %s", gvk.Kind, describe(u), FieldManager)
+		}
+		out[gvk.Kind+" "+describe(u)] = got.GetResourceVersion()
+	}
+	return out
+}
+
+// guessGVR maps the kinds the plan contains to resources (the test avoids
+// the code under test's own discovery).
+func guessGVR(t *testing.T, gvk schema.GroupVersionKind) schema.GroupVersionResource {
+	t.Helper()
+	special := map[string]string{"NetworkAttachmentDefinition": nadPlural}
+	res, ok := special[gvk.Kind]
+	if !ok {
+		res = strings.ToLower(gvk.Kind) + "s"
+	}
+	return gvk.GroupVersion().WithResource(res)
+}
+
+func TestApplyTwiceChangesNothing(t *testing.T) {
+	cfg, cs := startAPI(t)
+	ensureServiceAccount(t, cs, "default", "default")
+	o := defaultTestOptions()
+	o.Smoke = true // adds a NetworkAttachmentDefinition: exercises the CRD Established wait
+	objs, err := Objects(t.Context(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log []string
+	logf := func(f string, a ...any) { log = append(log, f) }
+	if err := Apply(t.Context(), cfg, objs, logf); err != nil {
+		t.Fatal(err)
+	}
+	if len(log) != len(objs) {
+		t.Errorf("%d log lines for %d objects", len(log), len(objs))
+	}
+	first := resourceVersions(t, cfg, objs)
+	if err := Apply(t.Context(), cfg, objs, nil); err != nil {
+		t.Fatalf("second apply: %v", err)
+	}
+	second := resourceVersions(t, cfg, objs)
+	for k, rv := range first {
+		if second[k] != rv {
+			t.Errorf("%s changed on re-apply: resourceVersion %s -> %s", k, rv, second[k])
+		}
+	}
+	nad, err := dynamic.NewForConfigOrDie(cfg).Resource(nadGVR).Namespace("default").Get(t.Context(), SmokeNetworkName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, _, _ := unstructured.NestedString(nad.Object, "spec", "config"); !strings.Contains(c, `"type":"sriov"`) {
+		t.Errorf("NAD config %q", c)
+	}
+
+	// Someone edits a field the lane owns: the next apply takes it back
+	// (force conflicts) and the edited object changes, the rest does not.
+	cm, err := cs.CoreV1().ConfigMaps(DefaultNamespace).Get(t.Context(), DevicePluginConfigMap, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := cm.Data[DevicePluginConfigKey]
+	cm.Data[DevicePluginConfigKey] = "{}"
+	if _, err := cs.CoreV1().ConfigMaps(DefaultNamespace).Update(t.Context(), cm, metav1.UpdateOptions{FieldManager: "someone-else"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := Apply(t.Context(), cfg, objs, nil); err != nil {
+		t.Fatalf("apply over a conflicting edit: %v", err)
+	}
+	cm, _ = cs.CoreV1().ConfigMaps(DefaultNamespace).Get(t.Context(), DevicePluginConfigMap, metav1.GetOptions{})
+	if cm.Data[DevicePluginConfigKey] != want {
+		t.Errorf("edited device plugin config not restored: %q", cm.Data[DevicePluginConfigKey])
+	}
+}
+
+func TestApplyCalicoWaitsForCRD(t *testing.T) {
+	cfg, _ := startAPI(t)
+	srv, _ := manifestServer(t, testManifest)
+	o := defaultTestOptions()
+	o.CNI = CNICalico
+	o.Calico = CalicoOptions{URL: srv.URL + "/manifests/tigera-operator.yaml", SHA256: sha(testManifest), HTTPClient: srv.Client(), CacheDir: t.TempDir()}
+	objs, err := Objects(t.Context(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Apply(t.Context(), cfg, objs, t.Logf); err != nil {
+		t.Fatal(err)
+	}
+	inst, err := dynamic.NewForConfigOrDie(cfg).Resource(schema.GroupVersionResource{Group: "operator.tigera.io", Version: "v1", Resource: "installations"}).
+		Get(t.Context(), "default", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _, _ := unstructured.NestedString(inst.Object, "spec", "calicoNetwork", "containerIPForwarding"); v != "Enabled" {
+		t.Errorf("containerIPForwarding = %q", v)
+	}
+	first := resourceVersions(t, cfg, objs)
+	if err := Apply(t.Context(), cfg, objs, nil); err != nil {
+		t.Fatal(err)
+	}
+	for k, rv := range resourceVersions(t, cfg, objs) {
+		if first[k] != rv {
+			t.Errorf("%s changed on re-apply", k)
+		}
+	}
+}

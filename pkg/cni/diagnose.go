@@ -1,0 +1,133 @@
+package cni
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Diagnostics are gathered after a wait's context has ended, so they get
+// their own short deadline: a CI log must still say why.
+const diagnoseTimeout = 15 * time.Second
+
+// maxEvents is how many of the newest events are shown per object.
+const maxEvents = 5
+
+func diagnoseContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), diagnoseTimeout)
+}
+
+// writeEvents appends the newest events whose involvedObject is kind/name
+// (namespace "" searches all namespaces: node events land in "default").
+func writeEvents(ctx context.Context, b *strings.Builder, cs kubernetes.Interface, kind, namespace, name, indent string) {
+	sel := fields.Set{"involvedObject.name": name, "involvedObject.kind": kind}.AsSelector().String()
+	list, err := cs.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{FieldSelector: sel})
+	if err != nil {
+		fmt.Fprintf(b, "%sevents: cannot list: %v\n", indent, err)
+		return
+	}
+	evs := list.Items
+	if len(evs) == 0 {
+		fmt.Fprintf(b, "%sevents: none\n", indent)
+		return
+	}
+	slices.SortStableFunc(evs, func(x, y corev1.Event) int { return eventTime(x).Compare(eventTime(y)) })
+	if len(evs) > maxEvents {
+		evs = evs[len(evs)-maxEvents:]
+	}
+	fmt.Fprintf(b, "%slast events:\n", indent)
+	for _, e := range evs {
+		count := ""
+		if e.Count > 1 {
+			count = fmt.Sprintf(" x%d", e.Count)
+		}
+		fmt.Fprintf(b, "%s  %s %s %s%s: %s\n", indent, eventTime(e).UTC().Format(time.RFC3339), e.Type, e.Reason, count, strings.TrimSpace(e.Message))
+	}
+}
+
+func eventTime(e corev1.Event) time.Time {
+	switch {
+	case !e.LastTimestamp.IsZero():
+		return e.LastTimestamp.Time
+	case !e.EventTime.IsZero():
+		return e.EventTime.Time
+	case !e.FirstTimestamp.IsZero():
+		return e.FirstTimestamp.Time
+	}
+	return e.CreationTimestamp.Time
+}
+
+func writeNodeConditions(b *strings.Builder, n *corev1.Node, indent string) {
+	if len(n.Status.Conditions) == 0 {
+		fmt.Fprintf(b, "%sconditions: none reported\n", indent)
+		return
+	}
+	fmt.Fprintf(b, "%sconditions:\n", indent)
+	for _, c := range n.Status.Conditions {
+		fmt.Fprintf(b, "%s  %s=%s %s: %s\n", indent, c.Type, c.Status, c.Reason, c.Message)
+	}
+}
+
+// writePod describes a pod that is not Ready: phase, conditions, container
+// states and its events.
+func writePod(ctx context.Context, b *strings.Builder, cs kubernetes.Interface, p *corev1.Pod, indent string) {
+	node := p.Spec.NodeName
+	if node == "" {
+		node = "(unscheduled)"
+	}
+	fmt.Fprintf(b, "%spod %s/%s on %s: phase %s\n", indent, p.Namespace, p.Name, node, p.Status.Phase)
+	for _, c := range p.Status.Conditions {
+		fmt.Fprintf(b, "%s  %s=%s %s: %s\n", indent, c.Type, c.Status, c.Reason, c.Message)
+	}
+	for _, s := range append(slices.Clone(p.Status.InitContainerStatuses), p.Status.ContainerStatuses...) {
+		switch {
+		case s.State.Waiting != nil:
+			fmt.Fprintf(b, "%s  container %s waiting: %s: %s\n", indent, s.Name, s.State.Waiting.Reason, s.State.Waiting.Message)
+		case s.State.Terminated != nil:
+			fmt.Fprintf(b, "%s  container %s terminated: %s (exit %d): %s\n", indent, s.Name, s.State.Terminated.Reason, s.State.Terminated.ExitCode, s.State.Terminated.Message)
+		case !s.Ready:
+			fmt.Fprintf(b, "%s  container %s running, not ready (restarts %d)\n", indent, s.Name, s.RestartCount)
+		}
+	}
+	writeEvents(ctx, b, cs, "Pod", p.Namespace, p.Name, indent+"  ")
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// writeUnreadyPods describes the pods matched by opts that are not Ready.
+func writeUnreadyPods(ctx context.Context, b *strings.Builder, cs kubernetes.Interface, namespace string, opts metav1.ListOptions, indent string) {
+	pods, err := cs.CoreV1().Pods(namespace).List(ctx, opts)
+	if err != nil {
+		fmt.Fprintf(b, "%spods: cannot list: %v\n", indent, err)
+		return
+	}
+	shown := 0
+	for i := range pods.Items {
+		if podReady(&pods.Items[i]) {
+			continue
+		}
+		if shown == 5 {
+			fmt.Fprintf(b, "%s... more pods not ready\n", indent)
+			return
+		}
+		writePod(ctx, b, cs, &pods.Items[i], indent)
+		shown++
+	}
+	if len(pods.Items) == 0 {
+		fmt.Fprintf(b, "%spods: none\n", indent)
+	}
+}

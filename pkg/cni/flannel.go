@@ -1,0 +1,196 @@
+package cni
+
+import (
+	"encoding/json"
+	"fmt"
+	"path"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+)
+
+const (
+	flannelNamespace = "kube-flannel"
+	flannelName      = "flannel"
+	flannelConfigMap = "kube-flannel-cfg"
+	flannelDaemonSet = "kube-flannel-ds"
+	hostCNIBinMount  = "/host/opt/cni/bin"
+	// Multus (multusConfigFile "auto") wraps the alphabetically first other
+	// config in the conf dir as the default network: this one.
+	flannelConflist = "10-flannel.conflist"
+)
+
+// flannel's CNI conflist and net-conf, as typed values so the plan is
+// produced by json.Marshal rather than hand-written text.
+type cniConflist struct {
+	Name       string `json:"name"`
+	CNIVersion string `json:"cniVersion"`
+	Plugins    []any  `json:"plugins"`
+}
+
+type flannelPluginConf struct {
+	Type     string         `json:"type"`
+	Delegate map[string]any `json:"delegate"`
+}
+
+type portmapPluginConf struct {
+	Type         string          `json:"type"`
+	Capabilities map[string]bool `json:"capabilities"`
+}
+
+type flannelNetConf struct {
+	Network        string         `json:"Network"`
+	EnableNFTables bool           `json:"EnableNFTables"`
+	Backend        map[string]any `json:"Backend"`
+}
+
+func flannelObjects(o Options) ([]runtime.Object, error) {
+	conflist, err := json.MarshalIndent(cniConflist{
+		Name:       "cbr0",
+		CNIVersion: "0.3.1",
+		Plugins: []any{
+			flannelPluginConf{Type: "flannel", Delegate: map[string]any{"hairpinMode": true, "isDefaultGateway": true}},
+			portmapPluginConf{Type: "portmap", Capabilities: map[string]bool{"portMappings": true}},
+		},
+	}, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encoding flannel conflist: %w", err)
+	}
+	netConf, err := json.MarshalIndent(flannelNetConf{
+		Network: o.ClusterCIDR,
+		Backend: map[string]any{"Type": "vxlan"},
+	}, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encoding flannel net-conf: %w", err)
+	}
+	labels := map[string]string{"app": "flannel", "tier": "node"}
+	ns := &corev1.Namespace{TypeMeta: typeNamespace, ObjectMeta: meta(flannelNamespace, "", map[string]string{
+		// flanneld needs NET_ADMIN and host paths.
+		"pod-security.kubernetes.io/enforce": "privileged",
+	})}
+	sa := &corev1.ServiceAccount{TypeMeta: typeServiceAccount, ObjectMeta: meta(flannelName, flannelNamespace, nil)}
+	role := &rbacv1.ClusterRole{
+		TypeMeta:   typeClusterRole,
+		ObjectMeta: meta(flannelName, "", nil),
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}},
+			{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: []string{""}, Resources: []string{"nodes/status"}, Verbs: []string{"patch"}},
+		},
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		TypeMeta:   typeClusterRoleBinding,
+		ObjectMeta: meta(flannelName, "", nil),
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: flannelName},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: flannelName, Namespace: flannelNamespace}},
+	}
+	cm := &corev1.ConfigMap{
+		TypeMeta:   typeConfigMap,
+		ObjectMeta: meta(flannelConfigMap, flannelNamespace, labels),
+		Data:       map[string]string{"cni-conf.json": string(conflist), "net-conf.json": string(netConf)},
+	}
+	ds := &appsv1.DaemonSet{
+		TypeMeta:   typeDaemonSet,
+		ObjectMeta: meta(flannelDaemonSet, flannelNamespace, labels),
+		Spec: appsv1.DaemonSetSpec{
+			Selector:       selector("flannel"),
+			UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: podMeta(labels),
+				Spec: corev1.PodSpec{
+					HostNetwork:        true,
+					PriorityClassName:  "system-node-critical",
+					Tolerations:        tolerateAll(),
+					ServiceAccountName: flannelName,
+					InitContainers: []corev1.Container{
+						k3sPluginCopier(o),
+						{
+							Name:         "install-cni-plugin",
+							Image:        o.image(FlannelCNIPluginImage),
+							Command:      []string{"cp", "-f", "/flannel", hostCNIBinMount + "/flannel"},
+							VolumeMounts: []corev1.VolumeMount{{Name: "cni-plugin", MountPath: hostCNIBinMount}},
+						},
+						{
+							Name:    "install-cni",
+							Image:   o.image(FlannelImage),
+							Command: []string{"cp", "-f", "/etc/kube-flannel/cni-conf.json", "/etc/cni/net.d/" + flannelConflist},
+							VolumeMounts: []corev1.VolumeMount{
+								{Name: "cni", MountPath: "/etc/cni/net.d"},
+								{Name: "flannel-cfg", MountPath: "/etc/kube-flannel/"},
+							},
+						},
+					},
+					Containers: []corev1.Container{{
+						Name:    "kube-flannel",
+						Image:   o.image(FlannelImage),
+						Command: []string{"/opt/bin/flanneld"},
+						Args:    []string{"--ip-masq", "--kube-subnet-mgr"},
+						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+							corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("50Mi"),
+						}},
+						SecurityContext: &corev1.SecurityContext{
+							Privileged:   ptr.To(false),
+							Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN", "NET_RAW"}},
+						},
+						Env: []corev1.EnvVar{
+							fieldEnv("POD_NAME", "metadata.name"),
+							fieldEnv("POD_NAMESPACE", "metadata.namespace"),
+							{Name: "EVENT_QUEUE_DEPTH", Value: "5000"},
+						},
+						VolumeMounts: []corev1.VolumeMount{
+							{Name: "run", MountPath: "/run/flannel"},
+							{Name: "flannel-cfg", MountPath: "/etc/kube-flannel/"},
+							{Name: "xtables-lock", MountPath: "/run/xtables.lock"},
+						},
+					}},
+					Volumes: []corev1.Volume{
+						hostPathVolume("run", "/run/flannel", corev1.HostPathDirectoryOrCreate),
+						hostPathVolume("cni-plugin", o.CNIBinDir, corev1.HostPathDirectoryOrCreate),
+						hostPathVolume("cni", o.CNIConfDir, corev1.HostPathDirectoryOrCreate),
+						configMapVolume("flannel-cfg", flannelConfigMap),
+						hostPathVolume("xtables-lock", "/run/xtables.lock", corev1.HostPathFileOrCreate),
+						hostPathVolume("k3s-data", k3sDataDir(o), corev1.HostPathDirectory),
+					},
+				},
+			},
+		},
+	}
+	return []runtime.Object{ns, sa, role, binding, cm, ds}, nil
+}
+
+// k3sDataDir is the directory mounted to reach K3sCNIBinDir: two levels up
+// (/var/lib/rancher/k3s/data for .../data/current/bin), mounted at the same
+// path, so the "current" symlink resolves whether k3s made it relative or
+// absolute.
+func k3sDataDir(o Options) string { return path.Dir(path.Dir(path.Clean(o.K3sCNIBinDir))) }
+
+// k3sPluginCopier makes the standard CNI plugins that flannel's conflist
+// chains (bridge, host-local, portmap, ...) available in the node's CNI bin
+// dir without a download: k3s ships them as one multi-call binary with
+// per-plugin symlinks, which k3s does not wire up under
+// --flannel-backend=none. cp -L dereferences the symlinks; the multi-call
+// binary dispatches on its file name, so each copy behaves as its plugin.
+// One cp with fixed arguments (no shell) fails loudly if a plugin is
+// missing. The flannel image provides cp.
+func k3sPluginCopier(o Options) corev1.Container {
+	args := []string{"cp", "-fL"}
+	for _, p := range o.CNIPlugins {
+		args = append(args, path.Join(o.K3sCNIBinDir, p))
+	}
+	args = append(args, hostCNIBinMount+"/")
+	dataDir := k3sDataDir(o)
+	return corev1.Container{
+		Name:    "install-k3s-cni-plugins",
+		Image:   o.image(FlannelImage),
+		Command: args,
+		VolumeMounts: []corev1.VolumeMount{
+			{Name: "k3s-data", MountPath: dataDir, ReadOnly: true},
+			{Name: "cni-plugin", MountPath: hostCNIBinMount},
+		},
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+	}
+}

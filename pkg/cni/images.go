@@ -1,0 +1,91 @@
+package cni
+
+import (
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// Pinned component images (field notes section 5). Tags only, never latest:
+// a lane run must be reproducible and a mirror must be able to pre-seed them.
+const (
+	MultusImage           = "ghcr.io/k8snetworkplumbingwg/multus-cni:v4.3.0-thick"
+	SRIOVCNIImage         = "ghcr.io/k8snetworkplumbingwg/sriov-cni:v2.10.0"
+	DevicePluginImage     = "ghcr.io/k8snetworkplumbingwg/sriov-network-device-plugin:v3.11.0"
+	FlannelImage          = "ghcr.io/flannel-io/flannel:v0.28.9"
+	FlannelCNIPluginImage = "ghcr.io/flannel-io/flannel-cni-plugin:v1.9.1-flannel3"
+)
+
+// MirrorImage rewrites an image reference to pull through a registry mirror.
+//
+// Rule: the registry host of ref is replaced by mirror and the repository
+// path and tag/digest are kept. The registry host is the first path
+// component when it contains "." or ":" or is "localhost"; otherwise the
+// image lives on Docker Hub, whose implicit "library/" namespace is made
+// explicit for single-component names. Examples with mirror
+// "mirror.example:5000":
+//
+//	ghcr.io/k8snetworkplumbingwg/multus-cni:v4.3.0-thick -> mirror.example:5000/k8snetworkplumbingwg/multus-cni:v4.3.0-thick
+//	docker.io/calico/cni:v3.29.0                         -> mirror.example:5000/calico/cni:v3.29.0
+//	quay.io/tigera/operator:v1.36.0                      -> mirror.example:5000/tigera/operator:v1.36.0
+//	busybox:1.36                                         -> mirror.example:5000/library/busybox:1.36
+//
+// An empty mirror returns ref unchanged. A trailing "/" on mirror is ignored,
+// and mirror may carry a path prefix ("mirror.example:5000/proxy").
+func MirrorImage(mirror, ref string) string {
+	mirror = strings.TrimRight(mirror, "/")
+	if mirror == "" || ref == "" {
+		return ref
+	}
+	repo := ref
+	if i := strings.IndexByte(ref, '/'); i >= 0 {
+		first := ref[:i]
+		if strings.ContainsAny(first, ".:") || first == "localhost" {
+			repo = ref[i+1:]
+		}
+	}
+	if !strings.Contains(repo, "/") {
+		repo = "library/" + repo
+	}
+	return mirror + "/" + repo
+}
+
+// podSpecPaths are where workload kinds keep their pod spec.
+var podSpecPaths = map[string][]string{
+	"Pod":         {"spec"},
+	"DaemonSet":   {"spec", "template", "spec"},
+	"Deployment":  {"spec", "template", "spec"},
+	"StatefulSet": {"spec", "template", "spec"},
+	"ReplicaSet":  {"spec", "template", "spec"},
+	"Job":         {"spec", "template", "spec"},
+	"CronJob":     {"spec", "jobTemplate", "spec", "template", "spec"},
+}
+
+// mirrorImages rewrites the image of every container of a workload taken
+// from an upstream manifest (typed objects are built with the mirror already).
+func mirrorImages(u *unstructured.Unstructured, mirror string) error {
+	p, ok := podSpecPaths[u.GetKind()]
+	if !ok || mirror == "" {
+		return nil
+	}
+	spec, found, err := unstructured.NestedMap(u.Object, p...)
+	if err != nil || !found {
+		return err
+	}
+	for _, field := range []string{"initContainers", "containers", "ephemeralContainers"} {
+		cs, ok := spec[field].([]any)
+		if !ok {
+			continue
+		}
+		for _, c := range cs {
+			cm, ok := c.(map[string]any)
+			if !ok {
+				continue
+			}
+			if img, ok := cm["image"].(string); ok {
+				cm["image"] = MirrorImage(mirror, img)
+			}
+		}
+	}
+	return unstructured.SetNestedMap(u.Object, spec, p...)
+}

@@ -1,0 +1,148 @@
+package cni
+
+import (
+	"encoding/json"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+)
+
+const (
+	multusName        = "multus"
+	multusDaemonSet   = "kube-multus-ds"
+	multusConfigMap   = "multus-daemon-config"
+	multusNamespace   = "kube-system"
+	multusHostCNIConf = "/host/etc/cni/net.d"
+	multusHostCNIBin  = "/host/opt/cni/bin"
+)
+
+// multusDaemonConfig is the thick daemon's daemon-config.json. Paths are as
+// seen inside the Multus container, where the node's CNI dirs are mounted
+// under /host and the node's root under /hostroot.
+type multusDaemonConfig struct {
+	ChrootDir           string `json:"chrootDir"`
+	CNIVersion          string `json:"cniVersion"`
+	LogLevel            string `json:"logLevel"`
+	LogToStderr         bool   `json:"logToStderr"`
+	CNIConfigDir        string `json:"cniConfigDir"`
+	MultusAutoconfigDir string `json:"multusAutoconfigDir"`
+	MultusConfigFile    string `json:"multusConfigFile"`
+	SocketDir           string `json:"socketDir"`
+}
+
+func multusObjects(o Options) ([]runtime.Object, error) {
+	memLimit, err := resource.ParseQuantity(o.MultusMemoryLimit)
+	if err != nil {
+		return nil, fmt.Errorf("multus memory limit %q: %w", o.MultusMemoryLimit, err)
+	}
+	cfg, err := json.MarshalIndent(multusDaemonConfig{
+		ChrootDir:           "/hostroot",
+		CNIVersion:          "0.3.1",
+		LogLevel:            "verbose",
+		LogToStderr:         true,
+		CNIConfigDir:        multusHostCNIConf,
+		MultusAutoconfigDir: multusHostCNIConf,
+		// auto: Multus wraps the first conflist it finds (flannel's or
+		// calico's) as the cluster default network.
+		MultusConfigFile: "auto",
+		SocketDir:        "/host/run/multus/",
+	}, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encoding multus daemon config: %w", err)
+	}
+	labels := map[string]string{"app": "multus", "name": "multus"}
+	sa := &corev1.ServiceAccount{TypeMeta: typeServiceAccount, ObjectMeta: meta(multusName, multusNamespace, nil)}
+	role := &rbacv1.ClusterRole{
+		TypeMeta:   typeClusterRole,
+		ObjectMeta: meta(multusName, "", nil),
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{"k8s.cni.cncf.io"}, Resources: []string{"*"}, Verbs: []string{"*"}},
+			{APIGroups: []string{""}, Resources: []string{"pods", "pods/status"}, Verbs: []string{"get", "list", "watch", "update"}},
+			{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}},
+		},
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		TypeMeta:   typeClusterRoleBinding,
+		ObjectMeta: meta(multusName, "", nil),
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: multusName},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: multusName, Namespace: multusNamespace}},
+	}
+	cm := &corev1.ConfigMap{
+		TypeMeta:   typeConfigMap,
+		ObjectMeta: meta(multusConfigMap, multusNamespace, labels),
+		Data:       map[string]string{"daemon-config.json": string(cfg)},
+	}
+	hostRun := corev1.MountPropagationHostToContainer
+	bidir := corev1.MountPropagationBidirectional
+	res := corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: memLimit},
+	}
+	ds := &appsv1.DaemonSet{
+		TypeMeta:   typeDaemonSet,
+		ObjectMeta: meta(multusDaemonSet, multusNamespace, labels),
+		Spec: appsv1.DaemonSetSpec{
+			Selector:       selector("multus"),
+			UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: podMeta(labels),
+				Spec: corev1.PodSpec{
+					HostNetwork:        true,
+					HostPID:            true,
+					Tolerations:        tolerateAll(),
+					ServiceAccountName: multusName,
+					PriorityClassName:  "system-node-critical",
+					InitContainers: []corev1.Container{{
+						Name:            "install-multus-binary",
+						Image:           o.image(MultusImage),
+						Command:         []string{"/usr/src/multus-cni/bin/install_multus", "-d", multusHostCNIBin, "-t", "thick"},
+						SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
+						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+							corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("15Mi"),
+						}},
+						VolumeMounts:             []corev1.VolumeMount{{Name: "cnibin", MountPath: multusHostCNIBin}},
+						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+					}},
+					Containers: []corev1.Container{{
+						Name:                     "kube-multus",
+						Image:                    o.image(MultusImage),
+						Command:                  []string{"/usr/src/multus-cni/bin/multus-daemon"},
+						Resources:                res,
+						SecurityContext:          &corev1.SecurityContext{Privileged: ptr.To(true)},
+						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+						Env:                      []corev1.EnvVar{nodeNameEnv("MULTUS_NODE_NAME")},
+						VolumeMounts: []corev1.VolumeMount{
+							{Name: "cni", MountPath: multusHostCNIConf},
+							{Name: "cnibin", MountPath: multusHostCNIBin},
+							{Name: "host-run", MountPath: "/host/run"},
+							{Name: "host-var-lib-cni-multus", MountPath: "/var/lib/cni/multus"},
+							{Name: "host-var-lib-kubelet", MountPath: "/var/lib/kubelet", MountPropagation: ptr.To(hostRun)},
+							{Name: "host-run-k8s-cni-cncf-io", MountPath: "/run/k8s.cni.cncf.io"},
+							{Name: "host-run-netns", MountPath: "/run/netns", MountPropagation: ptr.To(hostRun)},
+							{Name: "multus-daemon-config", MountPath: "/etc/cni/net.d/multus.d", ReadOnly: true},
+							{Name: "hostroot", MountPath: "/hostroot", MountPropagation: ptr.To(bidir)},
+						},
+					}},
+					TerminationGracePeriodSeconds: ptr.To[int64](10),
+					Volumes: []corev1.Volume{
+						hostPathVolume("cni", o.CNIConfDir, corev1.HostPathDirectoryOrCreate),
+						hostPathVolume("cnibin", o.CNIBinDir, corev1.HostPathDirectoryOrCreate),
+						hostPathVolume("host-run", "/run", corev1.HostPathDirectory),
+						hostPathVolume("host-var-lib-cni-multus", "/var/lib/cni/multus", corev1.HostPathDirectoryOrCreate),
+						hostPathVolume("host-var-lib-kubelet", "/var/lib/kubelet", corev1.HostPathDirectory),
+						hostPathVolume("host-run-k8s-cni-cncf-io", "/run/k8s.cni.cncf.io", corev1.HostPathDirectoryOrCreate),
+						hostPathVolume("host-run-netns", "/run/netns", corev1.HostPathDirectoryOrCreate),
+						configMapVolume("multus-daemon-config", multusConfigMap, corev1.KeyToPath{Key: "daemon-config.json", Path: "daemon-config.json"}),
+						hostPathVolume("hostroot", "/", corev1.HostPathDirectory),
+					},
+				},
+			},
+		},
+	}
+	return []runtime.Object{nadCRD(), sa, role, binding, cm, ds}, nil
+}

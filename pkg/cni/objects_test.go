@@ -1,0 +1,239 @@
+package cni
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/yaml"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata golden files")
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("reading golden file (run go test ./pkg/cni -run %s -update): %v", t.Name(), err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the golden file; if intended, run `go test ./pkg/cni -run %s -update` and review the diff.\n--- got ---\n%s", path, t.Name(), got)
+	}
+}
+
+func TestPlanGoldenDefault(t *testing.T) {
+	objs, err := Objects(t.Context(), defaultTestOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var y, j bytes.Buffer
+	if err := Render(&y, objs, "yaml"); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "plan-default.yaml", y.Bytes())
+
+	// Same objects twice: deterministic.
+	again, _ := Objects(t.Context(), defaultTestOptions())
+	var y2 bytes.Buffer
+	_ = Render(&y2, again, "yaml")
+	if !bytes.Equal(y.Bytes(), y2.Bytes()) {
+		t.Fatal("two plans of the same options differ")
+	}
+
+	// JSON carries the same objects as the YAML stream.
+	if err := Render(&j, objs, "json"); err != nil {
+		t.Fatal(err)
+	}
+	var list struct {
+		Kind  string           `json:"kind"`
+		Items []map[string]any `json:"items"`
+	}
+	if err := json.Unmarshal(j.Bytes(), &list); err != nil || list.Kind != "List" || len(list.Items) != len(objs) {
+		t.Fatalf("json list: kind %q, %d items, err %v", list.Kind, len(list.Items), err)
+	}
+	docs := strings.Split(y.String(), "---\n")[1:]
+	if len(docs) != len(objs) {
+		t.Fatalf("yaml stream has %d documents for %d objects", len(docs), len(objs))
+	}
+	for i, d := range docs {
+		var m map[string]any
+		if err := yaml.Unmarshal([]byte(d), &m); err != nil {
+			t.Fatal(err)
+		}
+		a, _ := json.Marshal(m)
+		b, _ := json.Marshal(list.Items[i])
+		if !bytes.Equal(a, b) {
+			t.Errorf("object %d differs between yaml and json output", i)
+		}
+	}
+	if err := Render(&j, objs, "toml"); err == nil {
+		t.Error("unknown format accepted")
+	}
+}
+
+func find(t *testing.T, objs []*unstructured.Unstructured, kind, name string, into any) {
+	t.Helper()
+	for _, u := range objs {
+		if u.GetKind() == kind && u.GetName() == name {
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, into); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
+	t.Fatalf("no %s %s in plan", kind, name)
+}
+
+func allImages(objs []*unstructured.Unstructured) []string {
+	var imgs []string
+	for _, u := range objs {
+		p, ok := podSpecPaths[u.GetKind()]
+		if !ok {
+			continue
+		}
+		spec, _, _ := unstructured.NestedMap(u.Object, p...)
+		for _, f := range []string{"initContainers", "containers"} {
+			cs, _ := spec[f].([]any)
+			for _, c := range cs {
+				imgs = append(imgs, c.(map[string]any)["image"].(string))
+			}
+		}
+	}
+	return imgs
+}
+
+func TestPlanContents(t *testing.T) {
+	o := defaultTestOptions()
+	o.Smoke = true
+	objs, err := Objects(t.Context(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Apply order: namespaces, then CRDs, then the rest, custom resources last.
+	rank := -1
+	for _, u := range objs {
+		r := kindRank(u)
+		if r < rank {
+			t.Fatalf("%s %s out of apply order", u.GetKind(), u.GetName())
+		}
+		rank = r
+	}
+	if objs[0].GetKind() != "Namespace" || objs[1].GetKind() != "CustomResourceDefinition" {
+		t.Fatalf("plan starts with %s, %s", objs[0].GetKind(), objs[1].GetKind())
+	}
+	for _, img := range allImages(objs) {
+		if strings.HasSuffix(img, ":latest") || !strings.Contains(img[strings.LastIndex(img, "/")+1:], ":") {
+			t.Errorf("image %q is not pinned by tag", img)
+		}
+	}
+
+	var dp, cni, multus, flannel appsv1.DaemonSet
+	find(t, objs, "DaemonSet", devicePluginDaemonSet, &dp)
+	find(t, objs, "DaemonSet", sriovCNIDaemonSet, &cni)
+	find(t, objs, "DaemonSet", multusDaemonSet, &multus)
+	find(t, objs, "DaemonSet", flannelDaemonSet, &flannel)
+	for _, ds := range []appsv1.DaemonSet{dp, cni} {
+		if ds.Spec.Template.Spec.NodeSelector["sriov_capable"] != "true" || len(ds.Spec.Template.Spec.NodeSelector) != 1 {
+			t.Errorf("%s nodeSelector = %v", ds.Name, ds.Spec.Template.Spec.NodeSelector)
+		}
+	}
+	c := dp.Spec.Template.Spec.Containers[0]
+	if !contains(c.Args, "--resource-prefix=kubevirt.io") || !*c.SecurityContext.Privileged || !dp.Spec.Template.Spec.HostNetwork {
+		t.Errorf("device plugin container: args %v", c.Args)
+	}
+	var cm corev1.ConfigMap
+	find(t, objs, "ConfigMap", DevicePluginConfigMap, &cm)
+	if cm.Namespace != dp.Namespace {
+		t.Errorf("device plugin in %s cannot mount its ConfigMap in %s", dp.Namespace, cm.Namespace)
+	}
+	dpc, err := ParseDPConfig([]byte(cm.Data[DevicePluginConfigKey]))
+	if err != nil || dpc.ResourceList[0].Selectors[0].PFNames[1] != "ens1f1" {
+		t.Fatalf("device plugin config: %v %+v", err, dpc)
+	}
+	mem := multus.Spec.Template.Spec.Containers[0].Resources.Limits[corev1.ResourceMemory]
+	if mem.Cmp(resource.MustParse("200Mi")) < 0 {
+		t.Errorf("multus memory limit %s would be OOM-killed", mem.String())
+	}
+	var mcm corev1.ConfigMap
+	find(t, objs, "ConfigMap", multusConfigMap, &mcm)
+	var dc multusDaemonConfig
+	if err := json.Unmarshal([]byte(mcm.Data["daemon-config.json"]), &dc); err != nil || dc.CNIConfigDir != "/host/etc/cni/net.d" {
+		t.Fatalf("multus daemon config %v: %+v", err, dc)
+	}
+	hostPaths := map[string]string{}
+	for _, v := range multus.Spec.Template.Spec.Volumes {
+		if v.HostPath != nil {
+			hostPaths[v.Name] = v.HostPath.Path
+		}
+	}
+	if hostPaths["cni"] != "/etc/cni/net.d" || hostPaths["cnibin"] != "/opt/cni/bin" {
+		t.Errorf("multus host CNI dirs: %v", hostPaths)
+	}
+	var fcm corev1.ConfigMap
+	find(t, objs, "ConfigMap", flannelConfigMap, &fcm)
+	if !strings.Contains(fcm.Data["net-conf.json"], `"10.42.0.0/16"`) || !strings.Contains(fcm.Data["cni-conf.json"], `"portmap"`) {
+		t.Errorf("flannel config: %v", fcm.Data)
+	}
+	init0 := flannel.Spec.Template.Spec.InitContainers[0]
+	if init0.Command[0] != "cp" || !contains(init0.Command, "/var/lib/rancher/k3s/data/current/bin/portmap") {
+		t.Errorf("k3s plugin copier: %v", init0.Command)
+	}
+	var pod corev1.Pod
+	find(t, objs, "Pod", SmokePodName, &pod)
+	if q := pod.Spec.Containers[0].Resources.Limits["kubevirt.io/sriov_net"]; q.Value() != 1 {
+		t.Errorf("smoke pod VF request: %v", pod.Spec.Containers[0].Resources)
+	}
+}
+
+func contains(s []string, v string) bool {
+	for _, e := range s {
+		if e == v {
+			return true
+		}
+	}
+	return false
+}
+
+func TestPlanMirrorAndNetdevice(t *testing.T) {
+	o := defaultTestOptions()
+	o.ImageRegistryMirror = "mirror.example:5000"
+	o.VFDriver = VFDriverNetdevice
+	o.Smoke = true
+	objs, err := Objects(t.Context(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	imgs := allImages(objs)
+	if len(imgs) < 7 {
+		t.Fatalf("only %d images found", len(imgs))
+	}
+	for _, img := range imgs {
+		if !strings.HasPrefix(img, "mirror.example:5000/") {
+			t.Errorf("image %q not rewritten through the mirror", img)
+		}
+	}
+	if !contains(imgs, "mirror.example:5000/k8snetworkplumbingwg/multus-cni:v4.3.0-thick") || !contains(imgs, "mirror.example:5000/library/busybox:1.37.0") {
+		t.Errorf("images: %v", imgs)
+	}
+	var cm corev1.ConfigMap
+	find(t, objs, "ConfigMap", DevicePluginConfigMap, &cm)
+	dpc, _ := ParseDPConfig([]byte(cm.Data[DevicePluginConfigKey]))
+	if got := dpc.ResourceList[0].Selectors[0].Drivers; contains(got, "vfio-pci") || !contains(got, "iavf") {
+		t.Errorf("netdevice drivers: %v", got)
+	}
+}

@@ -1,0 +1,204 @@
+// Package cni builds and applies the lane's network components: Multus
+// (thick), sriov-cni, the SR-IOV network device plugin and the primary CNI
+// (Flannel or Calico through the Tigera operator). Objects are typed
+// k8s.io/api values converted to unstructured for server-side apply and for
+// `plan` output; waits watch the API instead of sleeping.
+package cni
+
+import (
+	"fmt"
+	"net/http"
+	"net/netip"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// Primary CNIs.
+const (
+	CNIFlannel = "flannel"
+	CNICalico  = "calico"
+)
+
+// VF drivers.
+const (
+	VFDriverVFIO      = "vfio-pci"
+	VFDriverNetdevice = "netdevice"
+)
+
+// Defaults applied by Options.withDefaults.
+const (
+	DefaultNamespace      = "kube-system"
+	DefaultCNIConfDir     = "/etc/cni/net.d"
+	DefaultCNIBinDir      = "/opt/cni/bin"
+	DefaultK3sCNIBinDir   = "/var/lib/rancher/k3s/data/current/bin"
+	DefaultFlannelCIDR    = "10.42.0.0/16"
+	DefaultCalicoCIDR     = "192.168.0.0/16"
+	DefaultMultusMemLimit = "512Mi"
+	DevicePluginConfigMap = "sriovdp-config"
+	DevicePluginConfigKey = "config.json"
+	ManagedByLabelValue   = "sriov-lane"
+	managedByLabel        = "app.kubernetes.io/managed-by"
+	FieldManager          = "sriov-lane"
+)
+
+// defaultCNIPlugins are the standard plugins copied from k3s into the CNI bin
+// dir: flannel delegates to bridge + host-local and chains portmap,
+// containerd needs loopback, and bandwidth is commonly chained.
+var defaultCNIPlugins = []string{"bandwidth", "bridge", "host-local", "loopback", "portmap"}
+
+// defaultNetdeviceDrivers are common SR-IOV VF kernel drivers.
+var defaultNetdeviceDrivers = []string{"iavf", "ixgbevf", "mlx5_core"}
+
+// Options is everything the objects depend on. The lead maps the lane
+// configuration to it; zero values take the defaults documented per field.
+type Options struct {
+	// CNI is the primary network: "flannel" (default) or "calico".
+	CNI string
+	// ResourcePrefix and ResourceName make the extended resource
+	// <prefix>/<name> (e.g. kubevirt.io/sriov_net). Both required.
+	ResourcePrefix string
+	ResourceName   string
+	// NodeSelectorKey/Value is the label on SR-IOV nodes; the sriov-cni and
+	// device plugin DaemonSets select on it. Key required.
+	NodeSelectorKey   string
+	NodeSelectorValue string
+	// PFNames are the PF interface names as seen inside the nodes. Required.
+	PFNames []string
+	// VFDriver is "vfio-pci" (default) or "netdevice".
+	VFDriver string
+	// NetdeviceDrivers are the VF kernel drivers selected in netdevice mode
+	// (default iavf, ixgbevf, mlx5_core).
+	NetdeviceDrivers []string
+	// ImageRegistryMirror, when set, rewrites every image (see MirrorImage).
+	ImageRegistryMirror string
+	// Namespace of sriov-cni, the device plugin and its ConfigMap
+	// (default kube-system).
+	Namespace string
+	// ClusterCIDR is the pod network (default 10.42.0.0/16 for flannel, the
+	// k3s default; 192.168.0.0/16 for calico).
+	ClusterCIDR string
+	// CNIConfDir and CNIBinDir are the node's CNI dirs; with k3s
+	// --flannel-backend=none containerd's defaults /etc/cni/net.d and
+	// /opt/cni/bin apply.
+	CNIConfDir string
+	CNIBinDir  string
+	// K3sCNIBinDir is where k3s ships its CNI plugins on each node.
+	K3sCNIBinDir string
+	// CNIPlugins are copied from K3sCNIBinDir into CNIBinDir (flannel mode).
+	CNIPlugins []string
+	// MultusMemoryLimit is the Multus daemon's memory limit (default 512Mi;
+	// upstream's 50Mi is OOM-killed, multus-cni#1346).
+	MultusMemoryLimit string
+	// Smoke adds a NetworkAttachmentDefinition and a pod requesting one VF.
+	Smoke bool
+	// SmokeNamespace holds the smoke objects (default "default").
+	SmokeNamespace string
+	// Calico settings (CNI "calico").
+	Calico CalicoOptions
+}
+
+// CalicoOptions locate the Tigera operator manifest.
+type CalicoOptions struct {
+	// ManifestFile, when set, is read instead of downloading (air-gapped
+	// hosts). It is still verified against SHA256.
+	ManifestFile string
+	// CacheDir caches the verified download. Empty disables caching.
+	CacheDir string
+	// URL and SHA256 default to CalicoOperatorManifestURL and
+	// CalicoOperatorManifestSHA256.
+	URL    string
+	SHA256 string
+	// HTTPClient defaults to a client with a 2-minute timeout.
+	HTTPClient *http.Client
+}
+
+var labelValueRE = regexp.MustCompile(`^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`)
+var resourceNameRE = regexp.MustCompile(`^[A-Za-z0-9][-A-Za-z0-9_.]*$`)
+
+// withDefaults returns a copy with defaults filled in, or an error naming
+// the first invalid field.
+func (o Options) withDefaults() (Options, error) {
+	if o.CNI == "" {
+		o.CNI = CNIFlannel
+	}
+	if o.VFDriver == "" {
+		o.VFDriver = VFDriverVFIO
+	}
+	if o.Namespace == "" {
+		o.Namespace = DefaultNamespace
+	}
+	if o.SmokeNamespace == "" {
+		o.SmokeNamespace = "default"
+	}
+	if o.CNIConfDir == "" {
+		o.CNIConfDir = DefaultCNIConfDir
+	}
+	if o.CNIBinDir == "" {
+		o.CNIBinDir = DefaultCNIBinDir
+	}
+	if o.K3sCNIBinDir == "" {
+		o.K3sCNIBinDir = DefaultK3sCNIBinDir
+	}
+	if len(o.CNIPlugins) == 0 {
+		o.CNIPlugins = slices.Clone(defaultCNIPlugins)
+	}
+	if len(o.NetdeviceDrivers) == 0 {
+		o.NetdeviceDrivers = slices.Clone(defaultNetdeviceDrivers)
+	}
+	if o.MultusMemoryLimit == "" {
+		o.MultusMemoryLimit = DefaultMultusMemLimit
+	}
+	if o.Calico.URL == "" {
+		o.Calico.URL = CalicoOperatorManifestURL
+	}
+	if o.Calico.SHA256 == "" {
+		o.Calico.SHA256 = CalicoOperatorManifestSHA256
+	}
+	switch o.CNI {
+	case CNIFlannel:
+		if o.ClusterCIDR == "" {
+			o.ClusterCIDR = DefaultFlannelCIDR
+		}
+	case CNICalico:
+		if o.ClusterCIDR == "" {
+			o.ClusterCIDR = DefaultCalicoCIDR
+		}
+	default:
+		return o, fmt.Errorf("cni %q: want %q or %q", o.CNI, CNIFlannel, CNICalico)
+	}
+	if _, err := netip.ParsePrefix(o.ClusterCIDR); err != nil {
+		return o, fmt.Errorf("cluster CIDR %q: %w", o.ClusterCIDR, err)
+	}
+	if o.VFDriver != VFDriverVFIO && o.VFDriver != VFDriverNetdevice {
+		return o, fmt.Errorf("VF driver %q: want %q or %q", o.VFDriver, VFDriverVFIO, VFDriverNetdevice)
+	}
+	if o.ResourcePrefix == "" || o.ResourceName == "" {
+		return o, fmt.Errorf("resource prefix and name are required (got %q/%q)", o.ResourcePrefix, o.ResourceName)
+	}
+	if !resourceNameRE.MatchString(o.ResourceName) {
+		return o, fmt.Errorf("resource name %q: letters, digits, '-', '_' and '.' only", o.ResourceName)
+	}
+	if o.NodeSelectorKey == "" {
+		return o, fmt.Errorf("node selector label key is required")
+	}
+	if !labelValueRE.MatchString(o.NodeSelectorValue) || len(o.NodeSelectorValue) > 63 {
+		return o, fmt.Errorf("node selector label value %q is not a valid label value", o.NodeSelectorValue)
+	}
+	for _, p := range o.CNIPlugins {
+		if p == "" || strings.ContainsAny(p, "/\\") || strings.HasPrefix(p, ".") {
+			return o, fmt.Errorf("CNI plugin name %q: a plain file name is required", p)
+		}
+	}
+	// Sorted and deduplicated so the plan does not depend on discovery order.
+	o.PFNames = slices.Compact(slices.Sorted(slices.Values(o.PFNames)))
+	if len(o.PFNames) == 0 || o.PFNames[0] == "" {
+		return o, fmt.Errorf("no PF names: the device plugin would select nothing")
+	}
+	return o, nil
+}
+
+// Resource is the extended resource name the device plugin advertises.
+func (o Options) Resource() string { return o.ResourcePrefix + "/" + o.ResourceName }
+
+func (o Options) image(ref string) string { return MirrorImage(o.ImageRegistryMirror, ref) }

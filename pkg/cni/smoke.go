@@ -1,0 +1,100 @@
+package cni
+
+import (
+	"encoding/json"
+	"fmt"
+
+	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+)
+
+// Smoke object names (`sriov-lane verify`).
+const (
+	SmokeNetworkName = "sriov-lane-smoke"
+	SmokePodName     = "sriov-lane-smoke"
+	// SmokeImage is pinned like every other image and goes through the mirror.
+	SmokeImage = "docker.io/library/busybox:1.37.0"
+	// resourceNameAnnotation tells Multus which device-plugin resource backs
+	// a NetworkAttachmentDefinition.
+	resourceNameAnnotation = "k8s.v1.cni.cncf.io/resourceName"
+)
+
+type sriovNetConf struct {
+	CNIVersion string         `json:"cniVersion"`
+	Name       string         `json:"name"`
+	Type       string         `json:"type"`
+	IPAM       map[string]any `json:"ipam,omitempty"`
+}
+
+// SmokeObjects returns a sriov NetworkAttachmentDefinition and a pod that
+// requests one VF through it, for an end-to-end check on real hardware.
+func SmokeObjects(o Options) ([]*unstructured.Unstructured, error) {
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("network component options: %w", err)
+	}
+	typed, err := smokeObjects(o)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*unstructured.Unstructured, 0, len(typed))
+	for _, t := range typed {
+		u, err := toUnstructured(t)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, u)
+	}
+	return out, nil
+}
+
+func smokeObjects(o Options) ([]runtime.Object, error) {
+	conf := sriovNetConf{CNIVersion: "0.3.1", Name: SmokeNetworkName, Type: "sriov"}
+	// A vfio-pci VF has no kernel netdev to address; in netdevice mode the
+	// VF interface gets an address so the pod can ping through it.
+	if o.VFDriver == VFDriverNetdevice {
+		conf.IPAM = map[string]any{"type": "host-local", "subnet": "10.56.217.0/24"}
+	}
+	cfg, err := json.Marshal(conf)
+	if err != nil {
+		return nil, fmt.Errorf("encoding smoke network config: %w", err)
+	}
+	nad := &nadv1.NetworkAttachmentDefinition{
+		TypeMeta: metav1.TypeMeta{APIVersion: nadv1.SchemeGroupVersion.String(), Kind: "NetworkAttachmentDefinition"},
+		ObjectMeta: func() metav1.ObjectMeta {
+			m := meta(SmokeNetworkName, o.SmokeNamespace, nil)
+			m.Annotations = map[string]string{resourceNameAnnotation: o.Resource()}
+			return m
+		}(),
+		Spec: nadv1.NetworkAttachmentDefinitionSpec{Config: string(cfg)},
+	}
+	one := resource.MustParse("1")
+	res := corev1.ResourceName(o.Resource())
+	pod := &corev1.Pod{
+		TypeMeta: typePod,
+		ObjectMeta: func() metav1.ObjectMeta {
+			m := meta(SmokePodName, o.SmokeNamespace, map[string]string{"app": "sriov-lane-smoke"})
+			m.Annotations = map[string]string{nadv1.NetworkAttachmentAnnot: SmokeNetworkName}
+			return m
+		}(),
+		Spec: corev1.PodSpec{
+			NodeSelector:                  map[string]string{o.NodeSelectorKey: o.NodeSelectorValue},
+			TerminationGracePeriodSeconds: ptr.To[int64](1),
+			Containers: []corev1.Container{{
+				Name:    "smoke",
+				Image:   o.image(SmokeImage),
+				Command: []string{"sleep", "3600"},
+				Resources: corev1.ResourceRequirements{
+					Requests: corev1.ResourceList{res: one},
+					Limits:   corev1.ResourceList{res: one},
+				},
+			}},
+		},
+	}
+	return []runtime.Object{nad, pod}, nil
+}

@@ -1,0 +1,119 @@
+package cni
+
+import (
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+)
+
+const (
+	sriovCNIDaemonSet     = "kube-sriov-cni-ds"
+	devicePluginDaemonSet = "kube-sriov-device-plugin"
+	devicePluginSA        = "sriov-device-plugin"
+)
+
+func smallResources() corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("50Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m"), corev1.ResourceMemory: resource.MustParse("200Mi")},
+	}
+}
+
+// sriovCNIObjects is the DaemonSet whose image copies the sriov CNI binary
+// into the node's CNI bin dir and then idles.
+func sriovCNIObjects(o Options) []runtime.Object {
+	labels := map[string]string{"app": "sriov-cni", "tier": "node"}
+	ds := &appsv1.DaemonSet{
+		TypeMeta:   typeDaemonSet,
+		ObjectMeta: meta(sriovCNIDaemonSet, o.Namespace, labels),
+		Spec: appsv1.DaemonSetSpec{
+			Selector:       selector("sriov-cni"),
+			UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: podMeta(labels),
+				Spec: corev1.PodSpec{
+					NodeSelector: map[string]string{o.NodeSelectorKey: o.NodeSelectorValue},
+					Tolerations:  tolerateAll(),
+					Containers: []corev1.Container{{
+						Name:  "kube-sriov-cni",
+						Image: o.image(SRIOVCNIImage),
+						SecurityContext: &corev1.SecurityContext{
+							AllowPrivilegeEscalation: ptr.To(false),
+							Privileged:               ptr.To(false),
+							ReadOnlyRootFilesystem:   ptr.To(true),
+							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+						},
+						Resources:    smallResources(),
+						VolumeMounts: []corev1.VolumeMount{{Name: "cnibin", MountPath: "/host/opt/cni/bin"}},
+					}},
+					Volumes: []corev1.Volume{hostPathVolume("cnibin", o.CNIBinDir, corev1.HostPathDirectoryOrCreate)},
+				},
+			},
+		},
+	}
+	return []runtime.Object{ds}
+}
+
+// devicePluginObjects is the plugin's ConfigMap (from the typed DPConfig),
+// its ServiceAccount and its DaemonSet. The ConfigMap lives in the plugin's
+// own namespace because a pod can only mount ConfigMaps from there.
+func devicePluginObjects(o Options) ([]runtime.Object, error) {
+	conf, err := devicePluginConfig(o).Marshal()
+	if err != nil {
+		return nil, err
+	}
+	labels := map[string]string{"app": "sriovdp", "tier": "node"}
+	cm := &corev1.ConfigMap{
+		TypeMeta:   typeConfigMap,
+		ObjectMeta: meta(DevicePluginConfigMap, o.Namespace, nil),
+		Data:       map[string]string{DevicePluginConfigKey: conf},
+	}
+	sa := &corev1.ServiceAccount{TypeMeta: typeServiceAccount, ObjectMeta: meta(devicePluginSA, o.Namespace, nil)}
+	ds := &appsv1.DaemonSet{
+		TypeMeta:   typeDaemonSet,
+		ObjectMeta: meta(devicePluginDaemonSet, o.Namespace, labels),
+		Spec: appsv1.DaemonSetSpec{
+			Selector:       selector("sriovdp"),
+			UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: podMeta(labels),
+				Spec: corev1.PodSpec{
+					HostNetwork:        true,
+					NodeSelector:       map[string]string{o.NodeSelectorKey: o.NodeSelectorValue},
+					Tolerations:        tolerateAll(),
+					ServiceAccountName: devicePluginSA,
+					Containers: []corev1.Container{{
+						Name:  "kube-sriovdp",
+						Image: o.image(DevicePluginImage),
+						Args: []string{
+							"--log-dir=sriovdp",
+							"--log-level=10",
+							"--resource-prefix=" + o.ResourcePrefix,
+							"--config-file=/etc/pcidp/" + DevicePluginConfigKey,
+						},
+						Env:             []corev1.EnvVar{nodeNameEnv("NODE_NAME")},
+						SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
+						Resources:       smallResources(),
+						VolumeMounts: []corev1.VolumeMount{
+							{Name: "devicesock", MountPath: "/var/lib/kubelet/device-plugins"},
+							{Name: "plugins-registry", MountPath: "/var/lib/kubelet/plugins_registry"},
+							{Name: "log", MountPath: "/var/log"},
+							{Name: "config-volume", MountPath: "/etc/pcidp", ReadOnly: true},
+							{Name: "device-info", MountPath: "/var/run/k8s.cni.cncf.io/devinfo/dp"},
+						},
+					}},
+					Volumes: []corev1.Volume{
+						hostPathVolume("devicesock", "/var/lib/kubelet/device-plugins", corev1.HostPathDirectory),
+						hostPathVolume("plugins-registry", "/var/lib/kubelet/plugins_registry", corev1.HostPathDirectoryOrCreate),
+						hostPathVolume("log", "/var/log", corev1.HostPathDirectory),
+						configMapVolume("config-volume", DevicePluginConfigMap, corev1.KeyToPath{Key: DevicePluginConfigKey, Path: DevicePluginConfigKey}),
+						hostPathVolume("device-info", "/var/run/k8s.cni.cncf.io/devinfo/dp", corev1.HostPathDirectoryOrCreate),
+					},
+				},
+			},
+		},
+	}
+	return []runtime.Object{sa, cm, ds}, nil
+}

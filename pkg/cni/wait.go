@@ -1,0 +1,264 @@
+package cni
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+)
+
+// All waits end when ctx does; set its deadline. On failure the error
+// describes every object still pending (conditions, pods, last events).
+
+func nodesLW(cs kubernetes.Interface) (list func(context.Context, metav1.ListOptions) (runtime.Object, error), w func(context.Context, metav1.ListOptions) (watch.Interface, error)) {
+	return func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return cs.CoreV1().Nodes().List(ctx, o)
+		}, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return cs.CoreV1().Nodes().Watch(ctx, o)
+		}
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// WaitNodesReady waits until every named node exists and is Ready.
+func WaitNodesReady(ctx context.Context, cs kubernetes.Interface, names []string) error {
+	pending := slices.Clone(names)
+	err := watchUntil(ctx, listWatch(nodesLW(cs)), &corev1.Node{}, func(objs []any) (bool, error) {
+		ready := map[string]bool{}
+		for _, o := range objs {
+			n := o.(*corev1.Node)
+			ready[n.Name] = nodeReady(n)
+		}
+		pending = pending[:0]
+		for _, name := range names {
+			if !ready[name] {
+				pending = append(pending, name)
+			}
+		}
+		return len(pending) == 0, nil
+	})
+	if err == nil {
+		return nil
+	}
+	dctx, cancel := diagnoseContext(ctx)
+	defer cancel()
+	var b strings.Builder
+	fmt.Fprintf(&b, "waiting for nodes %s to be Ready: %v; not Ready: %s\n", strings.Join(names, ", "), err, strings.Join(pending, ", "))
+	for _, name := range pending {
+		writeNodeDiagnosis(dctx, &b, cs, name, "")
+	}
+	return errors.New(strings.TrimRight(b.String(), "\n"))
+}
+
+func writeNodeDiagnosis(ctx context.Context, b *strings.Builder, cs kubernetes.Interface, name, extra string) *corev1.Node {
+	n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		fmt.Fprintf(b, "node %s: not registered%s\n", name, extra)
+	case err != nil:
+		fmt.Fprintf(b, "node %s: cannot get: %v\n", name, err)
+	default:
+		fmt.Fprintf(b, "node %s%s:\n", name, extra)
+		writeNodeConditions(b, n, "  ")
+	}
+	writeEvents(ctx, b, cs, "Node", "", name, "  ")
+	if err != nil {
+		return nil
+	}
+	return n
+}
+
+type nsName struct{ ns, name string }
+
+func (n nsName) String() string { return n.ns + "/" + n.name }
+
+// WaitDaemonSets waits until every DaemonSet among objs has rolled out: the
+// controller observed its generation and every desired pod is updated and
+// available (kubectl rollout status semantics).
+func WaitDaemonSets(ctx context.Context, cs kubernetes.Interface, objs []*unstructured.Unstructured) error {
+	var want []nsName
+	for _, u := range objs {
+		if u.GetKind() == "DaemonSet" && u.GroupVersionKind().Group == "apps" {
+			want = append(want, nsName{u.GetNamespace(), u.GetName()})
+		}
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	pending := map[nsName]string{}
+	lw := listWatch(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		return cs.AppsV1().DaemonSets(metav1.NamespaceAll).List(ctx, o)
+	}, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		return cs.AppsV1().DaemonSets(metav1.NamespaceAll).Watch(ctx, o)
+	})
+	err := watchUntil(ctx, lw, &appsv1.DaemonSet{}, func(items []any) (bool, error) {
+		have := map[nsName]*appsv1.DaemonSet{}
+		for _, o := range items {
+			ds := o.(*appsv1.DaemonSet)
+			have[nsName{ds.Namespace, ds.Name}] = ds
+		}
+		clear(pending)
+		for _, k := range want {
+			if why := daemonSetPending(have[k]); why != "" {
+				pending[k] = why
+			}
+		}
+		return len(pending) == 0, nil
+	})
+	if err == nil {
+		return nil
+	}
+	dctx, cancel := diagnoseContext(ctx)
+	defer cancel()
+	keys := make([]nsName, 0, len(pending))
+	for k := range pending {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+	var b strings.Builder
+	fmt.Fprintf(&b, "waiting for %d DaemonSets to roll out: %v\n", len(want), err)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "daemonset %s: %s\n", k, pending[k])
+		writeEvents(dctx, &b, cs, "DaemonSet", k.ns, k.name, "  ")
+		ds, gerr := cs.AppsV1().DaemonSets(k.ns).Get(dctx, k.name, metav1.GetOptions{})
+		if gerr != nil || ds.Spec.Selector == nil {
+			continue
+		}
+		sel, serr := metav1.LabelSelectorAsSelector(ds.Spec.Selector)
+		if serr != nil {
+			continue
+		}
+		writeUnreadyPods(dctx, &b, cs, k.ns, metav1.ListOptions{LabelSelector: sel.String()}, "  ")
+	}
+	return errors.New(strings.TrimRight(b.String(), "\n"))
+}
+
+// daemonSetPending says why ds has not rolled out, or "" when it has.
+func daemonSetPending(ds *appsv1.DaemonSet) string {
+	if ds == nil {
+		return "not found"
+	}
+	s := ds.Status
+	if s.ObservedGeneration < ds.Generation {
+		return fmt.Sprintf("generation %d not yet observed by the controller (observed %d)", ds.Generation, s.ObservedGeneration)
+	}
+	if s.UpdatedNumberScheduled < s.DesiredNumberScheduled || s.NumberAvailable < s.DesiredNumberScheduled {
+		return fmt.Sprintf("desired %d, updated %d, ready %d, available %d", s.DesiredNumberScheduled, s.UpdatedNumberScheduled, s.NumberReady, s.NumberAvailable)
+	}
+	return ""
+}
+
+// WaitAllocatable waits until each node in want reports exactly want[node]
+// of resource (e.g. "kubevirt.io/sriov_net") as allocatable: the device
+// plugin found every VF the lane created, no more, no fewer.
+func WaitAllocatable(ctx context.Context, cs kubernetes.Interface, want map[string]int64, resource string) error {
+	if len(want) == 0 {
+		return nil
+	}
+	rn := corev1.ResourceName(resource)
+	got := map[string]string{}
+	err := watchUntil(ctx, listWatch(nodesLW(cs)), &corev1.Node{}, func(objs []any) (bool, error) {
+		clear(got)
+		for _, o := range objs {
+			n := o.(*corev1.Node)
+			if _, ok := want[n.Name]; !ok {
+				continue
+			}
+			if q, ok := n.Status.Allocatable[rn]; ok {
+				got[n.Name] = q.String()
+			}
+		}
+		for node, w := range want {
+			if got[node] != fmt.Sprint(w) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err == nil {
+		return nil
+	}
+	dctx, cancel := diagnoseContext(ctx)
+	defer cancel()
+	nodes := make([]string, 0, len(want))
+	for n := range want {
+		nodes = append(nodes, n)
+	}
+	sort.Strings(nodes)
+	var b strings.Builder
+	fmt.Fprintf(&b, "waiting for allocatable %s: %v\n", resource, err)
+	for _, node := range nodes {
+		have, ok := got[node]
+		if !ok {
+			have = "none"
+		}
+		if have == fmt.Sprint(want[node]) {
+			continue
+		}
+		writeNodeDiagnosis(dctx, &b, cs, node, fmt.Sprintf(" (allocatable %s: want %d, have %s)", resource, want[node], have))
+		writeUnreadyPods(dctx, &b, cs, metav1.NamespaceAll,
+			metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String()}, "  ")
+	}
+	return errors.New(strings.TrimRight(b.String(), "\n"))
+}
+
+// WaitPodsReady waits until the named pods in namespace are Ready (the
+// smoke pod of `verify`).
+func WaitPodsReady(ctx context.Context, cs kubernetes.Interface, namespace string, names []string) error {
+	var pending []string
+	lw := listWatch(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		return cs.CoreV1().Pods(namespace).List(ctx, o)
+	}, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		return cs.CoreV1().Pods(namespace).Watch(ctx, o)
+	})
+	err := watchUntil(ctx, lw, &corev1.Pod{}, func(objs []any) (bool, error) {
+		ready := map[string]bool{}
+		for _, o := range objs {
+			p := o.(*corev1.Pod)
+			ready[p.Name] = podReady(p)
+		}
+		pending = pending[:0]
+		for _, n := range names {
+			if !ready[n] {
+				pending = append(pending, n)
+			}
+		}
+		return len(pending) == 0, nil
+	})
+	if err == nil {
+		return nil
+	}
+	dctx, cancel := diagnoseContext(ctx)
+	defer cancel()
+	var b strings.Builder
+	fmt.Fprintf(&b, "waiting for pods %s in %s to be Ready: %v\n", strings.Join(pending, ", "), namespace, err)
+	for _, n := range pending {
+		p, gerr := cs.CoreV1().Pods(namespace).Get(dctx, n, metav1.GetOptions{})
+		if gerr != nil {
+			fmt.Fprintf(&b, "pod %s/%s: %v\n", namespace, n, gerr)
+			writeEvents(dctx, &b, cs, "Pod", namespace, n, "  ")
+			continue
+		}
+		writePod(dctx, &b, cs, p, "")
+	}
+	return errors.New(strings.TrimRight(b.String(), "\n"))
+}
