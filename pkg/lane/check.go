@@ -191,6 +191,9 @@ func (c *Checker) checkPFs(ctx context.Context, add func(string, CheckStatus, st
 		}
 	}
 	msg := fmt.Sprintf("%d usable SR-IOV PFs, need %d (agents %d x pfsPerNode %d)", usable, need, l.Agents, l.PFsPerNode)
+	if small := len(rep.Usable) - usable; small > 0 {
+		msg += fmt.Sprintf("; %d more have sriov_totalvfs below vfsPerPF=%d", small, l.VFsPerPF)
+	}
 	switch {
 	case usable == 0 && len(rep.Excluded) == 0:
 		add("pfs", Fail, "no SR-IOV PF found under "+l.SysfsRoot+": "+msg, "this host has no SR-IOV NIC (no netdev whose PCI device has sriov_totalvfs > 0), or --sysfs-root is wrong")

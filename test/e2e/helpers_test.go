@@ -1,0 +1,269 @@
+// Package e2e runs the sriov-lane binary end to end on the rig: real Docker,
+// k3d, netlink and kube-apiserver; stand-in PFs, sysfs and node images.
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/client"
+	"github.com/vishvananda/netlink"
+
+	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
+	"github.com/sriov-lane/sriov-lane/test/rig"
+	"github.com/sriov-lane/sriov-lane/test/testutil"
+)
+
+// binary is the sriov-lane built once for the package (TestMain).
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "sriov-lane-e2e-bin-")
+	if err != nil {
+		panic(err)
+	}
+	os.Chmod(dir, 0o755) // the not-root case runs it as nobody
+	binary = filepath.Join(dir, "sriov-lane")
+	out, err := exec.Command("go", "build", "-o", binary, "github.com/sriov-lane/sriov-lane/cmd/sriov-lane").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "building sriov-lane: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// env is the environment the binary runs with: no SRIOV_LANE_* from the
+// caller leaks in, and not a terminal, so output is plain lines.
+func env(extra ...string) []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "SRIOV_LANE_") || strings.HasPrefix(kv, "CLUSTER_NAME=") || strings.HasPrefix(kv, "HOST_PORT=") ||
+			strings.HasPrefix(kv, "PF_") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return append(out, extra...)
+}
+
+type result struct {
+	code   int
+	output string
+}
+
+func run(t *testing.T, extraEnv []string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Env = env(extraEnv...)
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("running %v: %v", args, err)
+	}
+	t.Logf("sriov-lane %s -> exit %d\n%s", strings.Join(args, " "), code, buf.String())
+	return result{code, buf.String()}
+}
+
+// lane is one lane config on a rig, written to a file of its own.
+type lane struct {
+	cfg  *config.Lane
+	path string
+}
+
+func newLane(t *testing.T, r *rig.Rig, name string, port int, pfs ...string) *lane {
+	t.Helper()
+	b, err := os.ReadFile(r.LaneConfigPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &config.Lane{}
+	if err := config.DecodeStrict(b, l); err != nil {
+		t.Fatal(err)
+	}
+	l.Name, l.APIPort = name, port
+	if len(pfs) > 0 {
+		l.PFs.Include = pfs
+		l.Agents = len(pfs)
+		l.PFsPerNode = 1
+	}
+	out, err := config.Marshal(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(r.Dir, name+".yaml")
+	if err := os.WriteFile(p, out, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	config.SetDefaults(l)
+	ln := &lane{cfg: l, path: p}
+	// Whatever happens to the test, the lane goes down before the rig does.
+	t.Cleanup(func() { ln.down(t) })
+	return ln
+}
+
+func (l *lane) down(t *testing.T) result {
+	return run(t, nil, "down", "--config", l.path)
+}
+
+// hostSnapshot is what must be unchanged by a command that failed early.
+type hostSnapshot struct {
+	links, containers, state []string
+}
+
+// snapshot is scoped to what this test's lane and rig could touch: other
+// packages' tests create links and containers concurrently.
+func snapshot(t *testing.T, r *rig.Rig, l *lane) hostSnapshot {
+	t.Helper()
+	stateDir := l.cfg.StateDir
+	var s hostSnapshot
+	links, err := netlink.LinkList()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, link := range links {
+		if strings.HasPrefix(link.Attrs().Name, r.State.Prefix) {
+			s.links = append(s.links, fmt.Sprintf("%s/%s", link.Attrs().Name, link.Attrs().HardwareAddr))
+		}
+	}
+	cli := docker(t)
+	list, err := cli.ContainerList(context.Background(), container.ListOptions{All: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range list {
+		names := strings.Join(c.Names, ",")
+		if strings.Contains(names, l.cfg.Name) || c.Labels["k3d.cluster"] == l.cfg.Name {
+			s.containers = append(s.containers, names)
+		}
+	}
+	filepath.Walk(stateDir, func(p string, _ os.FileInfo, err error) error {
+		if err == nil {
+			s.state = append(s.state, p)
+		}
+		return nil
+	})
+	sort.Strings(s.links)
+	sort.Strings(s.containers)
+	sort.Strings(s.state)
+	return s
+}
+
+func (a hostSnapshot) diff(b hostSnapshot) string {
+	d := ""
+	for _, pair := range []struct {
+		what string
+		x, y []string
+	}{{"links", a.links, b.links}, {"containers", a.containers, b.containers}, {"state files", a.state, b.state}} {
+		if strings.Join(pair.x, "\n") != strings.Join(pair.y, "\n") {
+			d += fmt.Sprintf("%s changed:\n before %v\n after  %v\n", pair.what, pair.x, pair.y)
+		}
+	}
+	return d
+}
+
+func networkInspectOptions() network.InspectOptions { return network.InspectOptions{} }
+
+func docker(t *testing.T) *client.Client {
+	t.Helper()
+	return testutil.RequireDocker(t)
+}
+
+// assertLaneGone checks the lane left nothing: PFs home under their names
+// with numvfs 0, no container, network, volume, lease or journal.
+func assertLaneGone(t *testing.T, r *rig.Rig, l *lane, pfs []rig.PFInfo) {
+	t.Helper()
+	for _, pf := range pfs {
+		link, err := netlink.LinkByName(pf.Name)
+		if err != nil {
+			t.Errorf("PF %s not back in the host netns: %v", pf.Name, err)
+			continue
+		}
+		if !strings.EqualFold(link.Attrs().HardwareAddr.String(), pf.MAC) {
+			t.Errorf("link %s has MAC %s, want %s", pf.Name, link.Attrs().HardwareAddr, pf.MAC)
+		}
+		n, err := os.ReadFile(filepath.Join(r.State.SysfsRoot, "bus/pci/devices", pf.BDF, "sriov_numvfs"))
+		if err != nil || strings.TrimSpace(string(n)) != "0" {
+			t.Errorf("PF %s numvfs = %q (%v), want 0", pf.Name, n, err)
+		}
+	}
+	cli := docker(t)
+	ctx := context.Background()
+	cs, _ := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", "k3d.cluster="+l.cfg.Name))})
+	if len(cs) > 0 {
+		t.Errorf("%d containers of lane %s remain", len(cs), l.cfg.Name)
+	}
+	if _, err := cli.NetworkInspect(ctx, "k3d-"+l.cfg.Name, networkInspectOptions()); err == nil {
+		t.Errorf("network k3d-%s remains", l.cfg.Name)
+	}
+	if _, err := cli.VolumeInspect(ctx, "k3d-"+l.cfg.Name+"-images"); err == nil {
+		t.Errorf("volume k3d-%s-images remains", l.cfg.Name)
+	}
+	leases, _ := filepath.Glob(filepath.Join(l.cfg.StateDir, "leases", "*.json"))
+	for _, f := range leases {
+		b, _ := os.ReadFile(f)
+		if strings.Contains(string(b), `"lane": "`+l.cfg.Name+`"`) {
+			t.Errorf("lease %s of lane %s remains", f, l.cfg.Name)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(l.cfg.StateDir, "lanes", l.cfg.Name)); !os.IsNotExist(err) {
+		t.Errorf("lane dir of %s remains (%v)", l.cfg.Name, err)
+	}
+}
+
+// startUp starts `up` and returns a channel of its output lines.
+func startUp(t *testing.T, l *lane) (*exec.Cmd, <-chan string) {
+	t.Helper()
+	cmd := exec.Command(binary, "up", "--config", l.path)
+	cmd.Env = env()
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	go func() { cmd.Wait(); pw.Close() }()
+	return cmd, lines
+}
+
+func statusJSON(t *testing.T, l *lane) map[string]any {
+	t.Helper()
+	r := run(t, nil, "status", "--config", l.path, "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("status exit %d", r.code)
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(r.output), &m); err != nil {
+		t.Fatalf("status -o json: %v\n%s", err, r.output)
+	}
+	return m
+}

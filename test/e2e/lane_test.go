@@ -1,0 +1,296 @@
+package e2e
+
+import (
+	"context"
+	"net"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/sriov-lane/sriov-lane/test/rig"
+	"github.com/sriov-lane/sriov-lane/test/testutil"
+)
+
+func requireRig(t *testing.T) {
+	t.Helper()
+	testutil.RequireRoot(t)
+	cli := testutil.RequireDocker(t)
+	testutil.RequireImage(t, cli, testutil.StandinK3sImage)
+	testutil.RequireImage(t, cli, testutil.StandinToolsImage)
+}
+
+func TestUpStatusDown(t *testing.T) {
+	requireRig(t)
+	r := rig.NewForTest(t, 2, "rge")
+	l := newLane(t, r, "e2e-a", 16443)
+
+	res := run(t, nil, "up", "--config", l.path)
+	if res.code != 0 {
+		t.Fatalf("up failed")
+	}
+	for _, step := range []string{"lease PFs", "create cluster", "bind PFs into agents", "wait for VFs"} {
+		if !strings.Contains(res.output, "✓ "+step+" (") {
+			t.Errorf("no progress line with duration for %q", step)
+		}
+	}
+	// allocatable 6 on both agents, read through the lane's kubeconfig.
+	cfg, err := clientcmd.BuildConfigFromFlags("", l.cfg.StateDir+"/lanes/e2e-a/kubeconfig")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	for _, n := range []string{"k3d-e2e-a-agent-0", "k3d-e2e-a-agent-1"} {
+		node, err := cs.CoreV1().Nodes().Get(context.Background(), n, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := node.Status.Allocatable["kubevirt.io/sriov_net"]
+		if q.Value() != 6 {
+			t.Errorf("%s allocatable kubevirt.io/sriov_net = %s, want 6", n, q.String())
+		}
+		if node.Labels["sriov_capable"] != "true" {
+			t.Errorf("%s not labelled sriov_capable=true: %v", n, node.Labels)
+		}
+	}
+	// status shows both PFs inside their agents, up, with 6 vfio-pci VFs.
+	st := statusJSON(t, l)
+	pfs, _ := st["pfs"].([]any)
+	if len(pfs) != 2 {
+		t.Fatalf("status lists %d PFs: %v", len(pfs), st)
+	}
+	seen := map[string]bool{}
+	for _, p := range pfs {
+		m := p.(map[string]any)
+		if !strings.HasPrefix(m["node"].(string), "k3d-e2e-a-agent-") || m["numVFs"].(float64) != 6 {
+			t.Errorf("PF status %v", m)
+		}
+		if d, _ := m["vfDrivers"].(map[string]any); d["vfio-pci"] != float64(6) {
+			t.Errorf("VF drivers %v", m["vfDrivers"])
+		}
+		seen[m["node"].(string)] = true
+	}
+	if len(seen) != 2 {
+		t.Errorf("both PFs in one node: %v", seen)
+	}
+	if _, err := netlink_LinkByName("rge0"); err == nil {
+		t.Errorf("rge0 still in the host netns while the lane is up")
+	}
+
+	start := time.Now()
+	if res := l.down(t); res.code != 0 {
+		t.Fatalf("down failed")
+	}
+	t.Logf("down took %s", time.Since(start))
+	assertLaneGone(t, r, l, r.State.PFs)
+	// down again: nothing to do, exit 0.
+	if res := l.down(t); res.code != 0 || !strings.Contains(res.output, "nothing to do") {
+		t.Errorf("second down: exit %d", res.code)
+	}
+}
+
+func TestTwoLanesDisjointAndThirdFailsCleanly(t *testing.T) {
+	requireRig(t)
+	r := rig.NewForTest(t, 4, "rgt")
+	a := newLane(t, r, "e2e-b1", 16444, "rgt*")
+	a.cfg.Agents = 2
+	b := newLane(t, r, "e2e-b2", 16445, "rgt*")
+	// Both lanes may take any of the 4 PFs; leases keep them apart.
+	for _, l := range []*lane{a, b} {
+		rewriteAgents(t, l, 2)
+	}
+	done := make(chan result, 2)
+	for _, l := range []*lane{a, b} {
+		go func(l *lane) { done <- run(t, nil, "up", "--config", l.path) }(l)
+	}
+	for i := 0; i < 2; i++ {
+		if res := <-done; res.code != 0 {
+			t.Fatalf("a concurrent up failed")
+		}
+	}
+	owner := map[string]string{}
+	for _, l := range []*lane{a, b} {
+		for _, p := range statusJSON(t, l)["pfs"].([]any) {
+			pci := p.(map[string]any)["pci"].(string)
+			if prev, ok := owner[pci]; ok {
+				t.Errorf("PF %s in both %s and %s", pci, prev, l.cfg.Name)
+			}
+			owner[pci] = l.cfg.Name
+		}
+	}
+	if len(owner) != 4 {
+		t.Errorf("lanes hold %d distinct PFs, want 4", len(owner))
+	}
+	c := newLane(t, r, "e2e-b3", 16446, "rgt*")
+	rewriteAgents(t, c, 1)
+	before := snapshot(t, r, c)
+	res := run(t, nil, "up", "--config", c.path)
+	if res.code != 1 || !strings.Contains(res.output, "need") {
+		t.Errorf("third lane: exit %d, want 1 with the PF counts", res.code)
+	}
+	if d := before.diff(snapshot(t, r, c)); d != "" {
+		t.Errorf("a failed up changed the host:\n%s", d)
+	}
+	for _, l := range []*lane{a, b} {
+		if res := l.down(t); res.code != 0 {
+			t.Errorf("down %s failed", l.cfg.Name)
+		}
+		assertLaneGone(t, r, l, nil)
+	}
+	assertLaneGone(t, r, a, r.State.PFs)
+}
+
+func rewriteAgents(t *testing.T, l *lane, agents int) {
+	t.Helper()
+	l.cfg.Agents, l.cfg.PFsPerNode = agents, 1
+	writeLane(t, l)
+}
+
+// TestKillAtEachStepThenDown kills `up` with SIGKILL right after each step
+// finished and checks `down` from a new process loses nothing.
+func TestKillAtEachStepThenDown(t *testing.T) {
+	requireRig(t)
+	r := rig.NewForTest(t, 2, "rgk")
+	l := newLane(t, r, "e2e-k", 16447)
+	steps := []string{"preflight", "lease PFs", "create cluster", "prepare nodes", "bind PFs into agents",
+		"create VFs and bind drivers", "label nodes", "deploy components", "wait for VFs"}
+	for _, step := range steps {
+		t.Run(strings.ReplaceAll(step, " ", "_"), func(t *testing.T) {
+			cmd, lines := startUp(t, l)
+			killed := false
+			for line := range lines {
+				if strings.Contains(line, "✓ "+step+" (") {
+					cmd.Process.Signal(syscall.SIGKILL)
+					killed = true
+					break
+				}
+			}
+			for range lines {
+			}
+			if !killed {
+				t.Fatalf("up never finished step %q", step)
+			}
+			if res := l.down(t); res.code != 0 {
+				t.Fatalf("down after kill at %q failed", step)
+			}
+			assertLaneGone(t, r, l, r.State.PFs)
+		})
+	}
+}
+
+func TestSIGINTUndoesByItself(t *testing.T) {
+	requireRig(t)
+	r := rig.NewForTest(t, 2, "rgi")
+	l := newLane(t, r, "e2e-i", 16448)
+	cmd, lines := startUp(t, l)
+	var out []string
+	for line := range lines {
+		out = append(out, line)
+		if strings.Contains(line, "✓ create VFs and bind drivers (") {
+			cmd.Process.Signal(os.Interrupt)
+		}
+	}
+	if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() == 0 {
+		t.Fatalf("up was not interrupted:\n%s", strings.Join(out, "\n"))
+	}
+	if !strings.Contains(strings.Join(out, "\n"), "✓ undo") {
+		t.Errorf("no undo step after SIGINT:\n%s", strings.Join(out, "\n"))
+	}
+	assertLaneGone(t, r, l, r.State.PFs)
+}
+
+func TestAgentRemovedByHandThenDown(t *testing.T) {
+	requireRig(t)
+	r := rig.NewForTest(t, 2, "rgd")
+	l := newLane(t, r, "e2e-d", 16449)
+	if res := run(t, nil, "up", "--config", l.path); res.code != 0 {
+		t.Fatal("up failed")
+	}
+	cli := docker(t)
+	if err := cli.ContainerRemove(context.Background(), "k3d-e2e-d-agent-0", container.RemoveOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	res := l.down(t)
+	if res.code != 0 {
+		t.Fatalf("down after docker rm -f failed")
+	}
+	if !strings.Contains(res.output, "not found") {
+		t.Errorf("down does not report the lost stand-in PF")
+	}
+	// The PF of agent-1 is home; the stand-in of agent-0 died with its netns.
+	var survivors []rig.PFInfo
+	for _, pf := range r.State.PFs {
+		if _, err := netlink_LinkByName(pf.Name); err == nil {
+			survivors = append(survivors, pf)
+		}
+	}
+	if len(survivors) != 1 {
+		t.Errorf("%d PFs back, want 1 (the other stand-in is destroyed with its netns)", len(survivors))
+	}
+	assertLaneGone(t, r, l, survivors)
+}
+
+func TestBadInputChangesNothing(t *testing.T) {
+	requireRig(t)
+	r := rig.NewForTest(t, 2, "rgb")
+	l := newLane(t, r, "e2e-bad", 16450)
+	unknown := writeRaw(t, r, "unknown.yaml", "apiVersion: sriov-lane.io/v1alpha1\nkind: Lane\nagentz: 2\n")
+	unreadable := writeRaw(t, r, "unreadable.yaml", "apiVersion: sriov-lane.io/v1alpha1\nkind: Lane\n")
+	os.Chmod(unreadable, 0)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	busyPort := strings.TrimPrefix(ln.Addr().String(), "127.0.0.1:")
+
+	cases := []struct {
+		name string
+		env  []string
+		args []string
+		code int
+		want string
+		uid  bool
+	}{
+		{"unknown field", nil, []string{"up", "--config", unknown}, 2, "agentz", false},
+		{"bad name", nil, []string{"up", "--config", l.path, "--name", "Bad_Name"}, 2, "name", false},
+		{"zero agents", nil, []string{"up", "--config", l.path, "--agents", "0"}, 2, "agents", false},
+		{"negative pfs per node", nil, []string{"up", "--config", l.path, "--pfs-per-node", "-1"}, 2, "pfsPerNode", false},
+		{"zero vfs", nil, []string{"up", "--config", l.path, "--vfs-per-pf", "0"}, 2, "vfsPerPF", false},
+		{"more vfs than totalvfs", nil, []string{"up", "--config", l.path, "--vfs-per-pf", "9"}, 1, "vfsPerPF=9", false},
+		{"unknown cni", nil, []string{"up", "--config", l.path, "--cni", "weave"}, 2, "cni", false},
+		{"unknown driver", nil, []string{"up", "--config", l.path, "--vf-driver", "igb_uio"}, 2, "vfDriver", false},
+		{"missing PF", nil, []string{"up", "--config", l.path, "--pfs-include", "nosuchpf0"}, 1, "need 2", false},
+		{"port in use", nil, []string{"up", "--config", l.path, "--api-port", busyPort}, 1, "in use", false},
+		{"no docker", []string{"DOCKER_HOST=unix:///nonexistent/docker.sock"}, []string{"up", "--config", l.path}, 1, "Docker", false},
+		{"unreadable config", nil, []string{"up", "--config", "/nonexistent/lane.yaml"}, 2, "--config", false},
+		{"bad env", []string{"SRIOV_LANE_AGENTS=two"}, []string{"up", "--config", l.path}, 2, "SRIOV_LANE_AGENTS", false},
+		{"bad flag", nil, []string{"up", "--no-such-flag"}, 2, "unknown flag", false},
+		{"bad volume", nil, []string{"up", "--config", l.path, "--volume", "relative:/x"}, 2, "volumes", false},
+		{"bad wait timeout", nil, []string{"up", "--config", l.path, "--wait-timeout", "soon"}, 2, "waitTimeout", false},
+		{"not root", nil, []string{"up", "--config", l.path}, 1, "root", true},
+	}
+	before := snapshot(t, r, l)
+	for _, tc := range cases {
+		t.Run(strings.ReplaceAll(tc.name, " ", "_"), func(t *testing.T) {
+			var res result
+			if tc.uid {
+				res = runAsNobody(t, l, tc.args...)
+			} else {
+				res = run(t, tc.env, tc.args...)
+			}
+			if res.code != tc.code || !strings.Contains(res.output, tc.want) {
+				t.Errorf("exit %d (want %d), output must mention %q:\n%s", res.code, tc.code, tc.want, res.output)
+			}
+			if d := before.diff(snapshot(t, r, l)); d != "" {
+				t.Errorf("host changed:\n%s", d)
+			}
+		})
+	}
+}

@@ -1,0 +1,71 @@
+package e2e
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
+	"github.com/sriov-lane/sriov-lane/test/rig"
+)
+
+func netlink_LinkByName(name string) (netlink.Link, error) { return netlink.LinkByName(name) }
+
+func writeLane(t *testing.T, l *lane) {
+	t.Helper()
+	out, err := config.Marshal(l.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(l.path, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func writeRaw(t *testing.T, r *rig.Rig, name, body string) string {
+	t.Helper()
+	p := filepath.Join(r.Dir, name)
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// runAsNobody runs the binary as uid 65534 with a copy of the lane config
+// it can read.
+func runAsNobody(t *testing.T, l *lane, args ...string) result {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "sriov-lane-nobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	b, _ := os.ReadFile(l.path)
+	p := filepath.Join(dir, "lane.yaml")
+	os.WriteFile(p, b, 0o644)
+	for i, a := range args {
+		if a == l.path {
+			args[i] = p
+		}
+	}
+	cmd := exec.Command(binary, args...)
+	cmd.Env = env()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	err = cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("as nobody: sriov-lane %v -> exit %d\n%s", args, code, buf.String())
+	return result{code, buf.String()}
+}
