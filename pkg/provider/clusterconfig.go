@@ -1,0 +1,184 @@
+package provider
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	k3dconf "github.com/k3d-io/k3d/v5/pkg/config/types"
+	"github.com/k3d-io/k3d/v5/pkg/config/v1alpha5"
+	"sigs.k8s.io/yaml"
+
+	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
+)
+
+// HostFacts is what ClusterConfig needs to know about the host. The caller
+// stats the paths, so the translation itself stays pure and testable.
+type HostFacts struct {
+	// VFIODir is true when the lane's VFIODir exists on the host.
+	VFIODir bool
+	// LibModules is true when /lib/modules exists on the host.
+	LibModules bool
+}
+
+const (
+	libModules = "/lib/modules"
+	devVFIO    = "/dev/vfio"
+)
+
+// Pod CIDRs per CNI. Flannel's is k3s's default (not flannel's own
+// 10.244/16), calico's is what its operator manifests expect.
+var clusterCIDR = map[string]string{
+	config.CNIFlannel: "10.42.0.0/16",
+	config.CNICalico:  "192.168.0.0/16",
+}
+
+// ClusterConfig translates a lane into k3d's simple config: one server and
+// l.Agents agents, no load balancer, the API on 127.0.0.1:l.APIPort, k3s's
+// own flannel, network policy and traefik off (the lane deploys its CNI),
+// agents set up for the CPU manager, VFIO and kernel modules, a distinct
+// /etc/machine-id per node and the registries config.
+func ClusterConfig(l *config.Lane, host HostFacts) (*v1alpha5.SimpleConfig, error) {
+	cidr, ok := clusterCIDR[l.CNI]
+	if !ok {
+		return nil, fmt.Errorf("cni %q: the cluster config knows flannel and calico", l.CNI)
+	}
+	if l.Agents < 1 {
+		return nil, fmt.Errorf("agents is %d: the lane needs at least one agent for its PFs", l.Agents)
+	}
+	if l.VFDriver == config.VFDriverVFIO && !host.VFIODir {
+		return nil, fmt.Errorf("vfDriver is %s but vfioDir %s does not exist on this host: load the vfio-pci module (modprobe vfio-pci), point vfioDir at the host's VFIO directory, or use vfDriver %s",
+			config.VFDriverVFIO, l.VFIODir, config.VFDriverNetdevice)
+	}
+	name := l.ClusterName()
+	sc := &v1alpha5.SimpleConfig{
+		TypeMeta:   k3dconf.TypeMeta{APIVersion: v1alpha5.ApiVersion, Kind: "Simple"},
+		ObjectMeta: k3dconf.ObjectMeta{Name: name},
+		Servers:    1,
+		Agents:     l.Agents,
+		Image:      l.K3sImage,
+		ExposeAPI: v1alpha5.SimpleExposureOpts{
+			Host:     "127.0.0.1",
+			HostIP:   "127.0.0.1",
+			HostPort: strconv.Itoa(l.APIPort),
+		},
+	}
+	sc.Options.K3dOptions = v1alpha5.SimpleConfigOptionsK3d{
+		Wait:                true,
+		Timeout:             l.WaitTimeout.Duration,
+		DisableLoadbalancer: true,
+		// k3d's image volume is kept: image import and the tools node use it.
+		DisableImageVolume: false,
+	}
+	// The lane writes its own kubeconfig file; k3d must not edit ~/.kube/config.
+	sc.Options.KubeconfigOptions = v1alpha5.SimpleConfigOptionsKubeconfig{}
+
+	server := []string{"server:0"}
+	agents := []string{"agent:*"}
+	for _, a := range []string{
+		"--disable=traefik",
+		"--flannel-backend=none",
+		"--disable-network-policy",
+		"--cluster-cidr=" + cidr,
+	} {
+		sc.Options.K3sOptions.ExtraArgs = append(sc.Options.K3sOptions.ExtraArgs, v1alpha5.K3sArgWithNodeFilters{Arg: a, NodeFilters: server})
+	}
+	for _, a := range kubeletArgs(l.Kubelet) {
+		sc.Options.K3sOptions.ExtraArgs = append(sc.Options.K3sOptions.ExtraArgs, v1alpha5.K3sArgWithNodeFilters{Arg: "--kubelet-arg=" + a, NodeFilters: agents})
+	}
+	sc.Options.K3sOptions.NodeLabels = []v1alpha5.LabelWithNodeFilters{
+		{Label: "node-role.kubernetes.io/worker=worker", NodeFilters: agents},
+	}
+
+	vol := func(spec string, filters ...string) {
+		sc.Volumes = append(sc.Volumes, v1alpha5.VolumeWithNodeFilters{Volume: spec, NodeFilters: filters})
+	}
+	if host.VFIODir {
+		vol(l.VFIODir+":"+devVFIO, agents...)
+	}
+	if host.LibModules {
+		vol(libModules+":"+libModules+":ro", agents...)
+	}
+	// Every node needs its own machine-id: kubelet and CNIs derive node
+	// identity from it, and containers otherwise share the image's.
+	for i, n := range nodeNames(l) {
+		filter := "server:0"
+		if i > 0 {
+			filter = fmt.Sprintf("agent:%d", i-1)
+		}
+		vol(MachineIDPath(l, n)+":/etc/machine-id:ro", filter)
+	}
+	for i, s := range l.Volumes {
+		v, err := config.ParseVolume(s)
+		if err != nil {
+			return nil, fmt.Errorf("volumes[%d]: %w", i, err)
+		}
+		spec := v.Host + ":" + v.Container
+		if v.ReadOnly {
+			spec += ":ro"
+		}
+		vol(spec, v.NodeFilters...)
+	}
+
+	reg, err := RegistriesConfig(l)
+	if err != nil {
+		return nil, err
+	}
+	sc.Registries.Config = reg
+	return sc, nil
+}
+
+// kubeletArgs are the agents' kubelet flags (kubevirtci's CPU-manager set-up).
+// The policy flag is left out for "none", kubelet's default; the
+// reservations stand on their own.
+func kubeletArgs(k config.Kubelet) []string {
+	var out []string
+	if k.CPUManagerPolicy != "" && k.CPUManagerPolicy != "none" {
+		out = append(out, "cpu-manager-policy="+k.CPUManagerPolicy)
+	}
+	if k.KubeReserved != "" {
+		out = append(out, "kube-reserved="+k.KubeReserved)
+	}
+	if k.SystemReserved != "" {
+		out = append(out, "system-reserved="+k.SystemReserved)
+	}
+	return out
+}
+
+// RegistriesConfig renders k3s's registries.yaml for the lane: the lane
+// registry as plain-HTTP registry:5000, and the image mirror (if any) as the
+// endpoint for every registry ("*", containerd's catch-all in k3s). It returns
+// "" when there is nothing to configure.
+func RegistriesConfig(l *config.Lane) (string, error) {
+	r := registriesYAML{Mirrors: map[string]mirrorYAML{}}
+	if l.RegistryEnabled() {
+		host := RegistryAlias + ":" + registryInternalPort
+		r.Mirrors[host] = mirrorYAML{Endpoints: []string{"http://" + host}}
+	}
+	if m := strings.TrimSpace(l.ImageRegistryMirror); m != "" {
+		if !strings.Contains(m, "://") {
+			m = "https://" + m
+		}
+		r.Mirrors["*"] = mirrorYAML{Endpoints: []string{m}}
+	}
+	if len(r.Mirrors) == 0 {
+		return "", nil
+	}
+	b, err := yaml.Marshal(r)
+	if err != nil {
+		return "", fmt.Errorf("rendering registries config: %w", err)
+	}
+	// k3d reads a one-line value as a file path: the embedded form must be
+	// multi-line, which a mirrors map always is.
+	return string(b), nil
+}
+
+// registriesYAML is the part of k3s's registries.yaml the lane sets (k3d
+// parses it into wharfie's type; that type would render empty keys).
+type registriesYAML struct {
+	Mirrors map[string]mirrorYAML `json:"mirrors"`
+}
+
+type mirrorYAML struct {
+	Endpoints []string `json:"endpoint"`
+}

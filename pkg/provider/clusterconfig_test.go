@@ -1,0 +1,222 @@
+package provider
+
+import (
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	k3dconfig "github.com/k3d-io/k3d/v5/pkg/config"
+	"github.com/k3d-io/k3d/v5/pkg/runtimes"
+	k3d "github.com/k3d-io/k3d/v5/pkg/types"
+	"sigs.k8s.io/yaml"
+
+	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
+
+func goldenCompare(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("reading golden file (run with -update to create it): %v", err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("%s differs from the translation (run `go test ./pkg/provider -run Golden -update` if the change is intended)\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}
+
+func allHost() HostFacts { return HostFacts{VFIODir: true, LibModules: true} }
+
+func TestClusterConfigGoldenDefault(t *testing.T) {
+	sc, err := ClusterConfig(config.Default(), allHost())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := yaml.Marshal(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	goldenCompare(t, "default.golden", b)
+}
+
+func TestClusterConfigGoldenCalicoMirror(t *testing.T) {
+	l := config.Default()
+	l.Name = "ci"
+	l.Agents = 1
+	l.CNI = config.CNICalico
+	l.VFDriver = config.VFDriverNetdevice
+	l.Kubelet.CPUManagerPolicy = "none"
+	l.ImageRegistryMirror = "mirror.example.com:5000"
+	l.Registry.Enabled = new(bool)
+	l.Volumes = []string{"/srv/data:/data:ro@agent:0;server:0"}
+	sc, err := ClusterConfig(l, HostFacts{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := yaml.Marshal(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	goldenCompare(t, "calico-mirror.golden", b)
+}
+
+func TestClusterConfigVFIOMissing(t *testing.T) {
+	l := config.Default()
+	l.VFIODir = "/nonexistent/vfio"
+	_, err := ClusterConfig(l, HostFacts{LibModules: true})
+	if err == nil {
+		t.Fatal("vfio-pci lane without a VFIO dir was accepted")
+	}
+	for _, want := range []string{"vfio-pci", "/nonexistent/vfio", "netdevice"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+	l.VFDriver = config.VFDriverNetdevice
+	sc, err := ClusterConfig(l, HostFacts{})
+	if err != nil {
+		t.Fatalf("netdevice lane without VFIO: %v", err)
+	}
+	for _, v := range sc.Volumes {
+		if strings.Contains(v.Volume, devVFIO) || strings.Contains(v.Volume, libModules) {
+			t.Errorf("volume %q mounted although the host lacks it", v.Volume)
+		}
+	}
+}
+
+func TestClusterConfigRejects(t *testing.T) {
+	l := config.Default()
+	l.CNI = "weave"
+	if _, err := ClusterConfig(l, allHost()); err == nil {
+		t.Error("unknown CNI accepted")
+	}
+	l = config.Default()
+	l.Agents = 0
+	if _, err := ClusterConfig(l, allHost()); err == nil {
+		t.Error("zero agents accepted")
+	}
+}
+
+// TestClusterConfigThroughK3d feeds the translation to k3d's own transform
+// (no Docker involved with the load balancer off) and checks what each node
+// container will get: that is what matters, not the simple config's shape.
+func TestClusterConfigThroughK3d(t *testing.T) {
+	l := config.Default()
+	l.Name = "pvunit"
+	l.Agents = 2
+	l.Volumes = []string{"/srv/a:/a@agent:1"}
+	l.ImageRegistryMirror = "http://mirror.local"
+	sc, err := ClusterConfig(l, allHost())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := k3dconfig.TransformSimpleToClusterConfig(context.Background(), runtimes.Docker, *sc, "")
+	if err != nil {
+		t.Fatalf("k3d rejected the translation: %v", err)
+	}
+	if cc.ServerLoadBalancer != nil || !cc.ClusterCreateOpts.DisableLoadBalancer {
+		t.Error("load balancer not disabled")
+	}
+	if got := cc.KubeAPI.Binding.HostIP + ":" + cc.KubeAPI.Binding.HostPort; got != "127.0.0.1:6443" {
+		t.Errorf("API bound on %s", got)
+	}
+	if cc.ClusterCreateOpts.Timeout != l.WaitTimeout.Duration || !cc.ClusterCreateOpts.WaitForServer {
+		t.Errorf("wait/timeout not carried: %v %v", cc.ClusterCreateOpts.WaitForServer, cc.ClusterCreateOpts.Timeout)
+	}
+	byName := map[string]*k3d.Node{}
+	for _, n := range cc.Nodes {
+		byName[n.Name] = n
+	}
+	if len(cc.Nodes) != 3 {
+		t.Fatalf("%d nodes, want 3", len(cc.Nodes))
+	}
+	srv := byName["k3d-pvunit-server-0"]
+	if srv == nil || srv.Role != k3d.ServerRole {
+		t.Fatalf("server-0 missing: %v", byName)
+	}
+	for _, a := range []string{"--disable=traefik", "--flannel-backend=none", "--disable-network-policy", "--cluster-cidr=10.42.0.0/16"} {
+		if !slices.Contains(srv.Args, a) {
+			t.Errorf("server args %v lack %s", srv.Args, a)
+		}
+	}
+	if slices.ContainsFunc(srv.Args, func(s string) bool { return strings.HasPrefix(s, "--kubelet-arg") }) {
+		t.Errorf("server got agent kubelet args: %v", srv.Args)
+	}
+	seenIDs := map[string]bool{}
+	for i := 0; i < 2; i++ {
+		a := byName[NodeName("pvunit", RoleAgent, i)]
+		if a == nil {
+			t.Fatalf("agent %d missing", i)
+		}
+		for _, want := range []string{"--kubelet-arg=cpu-manager-policy=static", "--kubelet-arg=kube-reserved=cpu=500m", "--kubelet-arg=system-reserved=cpu=500m"} {
+			if !slices.Contains(a.Args, want) {
+				t.Errorf("%s args %v lack %s", a.Name, a.Args, want)
+			}
+		}
+		if slices.Contains(a.Args, "--disable=traefik") {
+			t.Errorf("%s got server args", a.Name)
+		}
+		if a.K3sNodeLabels["node-role.kubernetes.io/worker"] != "worker" {
+			t.Errorf("%s labels %v", a.Name, a.K3sNodeLabels)
+		}
+		for _, want := range []string{"/dev/vfio:/dev/vfio", "/lib/modules:/lib/modules:ro"} {
+			if !slices.Contains(a.Volumes, want) {
+				t.Errorf("%s volumes %v lack %s", a.Name, a.Volumes, want)
+			}
+		}
+		if has := slices.Contains(a.Volumes, "/srv/a:/a"); has != (i == 1) {
+			t.Errorf("%s extra volume present=%v, filter says agent:1", a.Name, has)
+		}
+	}
+	for _, n := range cc.Nodes {
+		var ids []string
+		for _, v := range n.Volumes {
+			if strings.HasSuffix(v, ":/etc/machine-id:ro") {
+				ids = append(ids, v)
+			}
+		}
+		if len(ids) != 1 || seenIDs[ids[0]] {
+			t.Errorf("%s machine-id mounts %v (must be exactly one, not shared)", n.Name, ids)
+		}
+		if len(ids) == 1 {
+			seenIDs[ids[0]] = true
+			if !strings.Contains(ids[0], "/lanes/pvunit/machine-id/"+n.Name+":") {
+				t.Errorf("%s machine-id source %s", n.Name, ids[0])
+			}
+		}
+		if len(n.K3sNodeLabels) > 0 && n.Role == k3d.ServerRole {
+			t.Errorf("server labelled %v", n.K3sNodeLabels)
+		}
+	}
+	reg := cc.ClusterCreateOpts.Registries.Config
+	if reg == nil {
+		t.Fatal("registries config not parsed by k3d")
+	}
+	if ep := reg.Mirrors["registry:5000"].Endpoints; !slices.Equal(ep, []string{"http://registry:5000"}) {
+		t.Errorf("registry:5000 endpoints %v", ep)
+	}
+	if ep := reg.Mirrors["*"].Endpoints; !slices.Equal(ep, []string{"http://mirror.local"}) {
+		t.Errorf("mirror endpoints %v", ep)
+	}
+}
+
+func TestRegistriesConfigEmpty(t *testing.T) {
+	l := config.Default()
+	l.Registry.Enabled = new(bool)
+	s, err := RegistriesConfig(l)
+	if err != nil || s != "" {
+		t.Errorf("no registry, no mirror: got %q, %v", s, err)
+	}
+}

@@ -1,0 +1,147 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	k3dclient "github.com/k3d-io/k3d/v5/pkg/client"
+	k3dconfig "github.com/k3d-io/k3d/v5/pkg/config"
+	"github.com/k3d-io/k3d/v5/pkg/runtimes"
+	k3d "github.com/k3d-io/k3d/v5/pkg/types"
+
+	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
+)
+
+// Progress receives per-node progress: node is a container name (or
+// "registry"), msg a short state such as "running" or "ready".
+type Progress func(node, msg string)
+
+// CreateOptions tune Create.
+type CreateOptions struct {
+	Progress Progress
+	// Retain keeps whatever a failed Create made, for debugging.
+	Retain bool
+}
+
+// envToolsImage is how k3d learns its tools image: it reads only this
+// environment variable (no API field), so Create sets it for the process.
+const envToolsImage = "K3D_IMAGE_TOOLS"
+
+// StatHost gathers the HostFacts for l from this host.
+func StatHost(l *config.Lane) HostFacts {
+	return HostFacts{VFIODir: isDir(l.VFIODir), LibModules: isDir(libModules)}
+}
+
+func isDir(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.IsDir()
+}
+
+// ErrExists is returned by Create when the lane's cluster or registry is
+// already there; Create never touches them then.
+var ErrExists = errors.New("already exists")
+
+// Create makes the lane's cluster and registry and waits, within
+// l.WaitTimeout, until every node reports ready and the registry answers.
+// On failure it removes everything it made (containers, network, image
+// volume, registry, machine-id files) unless opts.Retain, and the error
+// names the failing node and quotes the end of its log.
+func (p *Provider) Create(ctx context.Context, l *config.Lane, opts CreateOptions) (err error) {
+	progress := opts.Progress
+	if progress == nil {
+		progress = func(string, string) {}
+	}
+	name := l.ClusterName()
+	ctx, cancel := context.WithTimeout(ctx, l.WaitTimeout.Duration)
+	defer cancel()
+
+	sc, err := ClusterConfig(l, StatHost(l))
+	if err != nil {
+		return err
+	}
+	if err := p.refuseExisting(ctx, name, l.RegistryEnabled()); err != nil {
+		return err
+	}
+	if l.ToolsImage != "" {
+		if err := os.Setenv(envToolsImage, l.ToolsImage); err != nil {
+			return fmt.Errorf("setting %s: %w", envToolsImage, err)
+		}
+	}
+
+	defer func() {
+		if err == nil || opts.Retain {
+			return
+		}
+		// The caller's ctx may be what expired: clean up on a fresh one.
+		cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+		defer ccancel()
+		if _, derr := p.delete(cctx, name); derr != nil {
+			err = fmt.Errorf("%w\nremoving what the failed create made also failed (remove it with `sriov-lane down`): %v", err, derr)
+		}
+		if rerr := os.RemoveAll(machineIDDir(l)); rerr != nil {
+			err = fmt.Errorf("%w\nremoving machine-id files: %v", err, rerr)
+		}
+	}()
+
+	if err := writeMachineIDs(l); err != nil {
+		return err
+	}
+	cc, err := k3dconfig.TransformSimpleToClusterConfig(ctx, runtimes.Docker, *sc, "")
+	if err != nil {
+		return fmt.Errorf("translating lane %s for k3d: %w", name, err)
+	}
+	if cc, err = k3dconfig.ProcessClusterConfig(*cc); err != nil {
+		return fmt.Errorf("processing k3d config of %s: %w", name, err)
+	}
+	if err := k3dconfig.ValidateClusterConfig(ctx, runtimes.Docker, *cc); err != nil {
+		return fmt.Errorf("k3d config of %s: %w", name, err)
+	}
+
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		p.watchNodes(watchCtx, name, progress)
+	}()
+	runErr := k3dclient.ClusterRun(ctx, runtimes.Docker, cc)
+	stopWatch()
+	<-watched
+	if runErr != nil {
+		return p.explainFailure(ctx, l, fmt.Errorf("creating cluster %s: %w", name, runErr))
+	}
+	for _, n := range cc.Nodes {
+		if n.Role == k3d.ServerRole || n.Role == k3d.AgentRole {
+			progress(n.Name, "ready")
+		}
+	}
+
+	if l.RegistryEnabled() {
+		progress(RegistryAlias, "starting on "+l.Registry.Address)
+		if err := p.createRegistry(ctx, l); err != nil {
+			return fmt.Errorf("creating lane %s: %w", name, err)
+		}
+		progress(RegistryAlias, "ready")
+	}
+	return nil
+}
+
+// refuseExisting fails when the cluster or registry already exists, so a
+// failed Create never deletes what an earlier, successful one made.
+func (p *Provider) refuseExisting(ctx context.Context, name string, registry bool) error {
+	nodes, err := p.Nodes(ctx, name)
+	if err != nil {
+		return err
+	}
+	if len(nodes) > 0 {
+		return fmt.Errorf("cluster %s (%s, ...) %w: run `sriov-lane down --name %s` first", name, nodes[0].Name, ErrExists, name)
+	}
+	if registry {
+		if _, err := p.docker.ContainerInspect(ctx, RegistryName(name)); err == nil {
+			return fmt.Errorf("registry container %s %w: run `sriov-lane down --name %s` first", RegistryName(name), ErrExists, name)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,90 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/volume"
+	k3dclient "github.com/k3d-io/k3d/v5/pkg/client"
+	"github.com/k3d-io/k3d/v5/pkg/runtimes"
+	k3d "github.com/k3d-io/k3d/v5/pkg/types"
+)
+
+// Delete removes the lane's cluster, registry and anything a failed create
+// left behind, all by name: containers labelled for the cluster, the network
+// k3d-<name> and the volume k3d-<name>-images. Running it on a lane that is
+// gone, or twice, succeeds.
+func (p *Provider) Delete(ctx context.Context, cluster string) error {
+	_, err := p.delete(ctx, cluster)
+	return err
+}
+
+// delete returns what it removed, for the journal's notes.
+func (p *Provider) delete(ctx context.Context, cluster string) (removed []string, err error) {
+	var errs []error
+	// The registry first: it holds an endpoint on the cluster network.
+	if ok, err := p.deleteRegistry(ctx, cluster); err != nil {
+		errs = append(errs, err)
+	} else if ok {
+		removed = append(removed, "registry "+RegistryName(cluster))
+	}
+
+	nodes, err := p.Nodes(ctx, cluster)
+	if err != nil {
+		return removed, err
+	}
+	if len(nodes) > 0 {
+		// k3d's delete knows its own objects; the sweep below only catches
+		// what it leaves (a half-made cluster has no labels to find them by).
+		err := k3dclient.ClusterDelete(ctx, runtimes.Docker, &k3d.Cluster{Name: cluster}, k3d.ClusterDeleteOpts{SkipRegistryCheck: true})
+		if err != nil && !errors.Is(err, k3dclient.ClusterGetNoNodesFoundError) {
+			errs = append(errs, fmt.Errorf("k3d deleting cluster %s: %w", cluster, err))
+		}
+		removed = append(removed, fmt.Sprintf("cluster %s (%d nodes)", cluster, len(nodes)))
+	}
+
+	list, err := p.docker.ContainerList(ctx, container.ListOptions{
+		All:     true,
+		Filters: filters.NewArgs(filters.Arg("label", labelK3dCluster+"="+cluster)),
+	})
+	if err != nil {
+		errs = append(errs, fmt.Errorf("listing leftover containers of %s: %w", cluster, err))
+	}
+	for _, c := range list {
+		if err := p.docker.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("removing container %v of %s: %w", c.Names, cluster, err))
+		} else if err == nil {
+			removed = append(removed, "container "+trimSlash(c.Names[0]))
+		}
+	}
+
+	if err := p.docker.NetworkRemove(ctx, NetworkName(cluster)); err == nil {
+		removed = append(removed, "network "+NetworkName(cluster))
+	} else if !cerrdefs.IsNotFound(err) {
+		errs = append(errs, fmt.Errorf("removing network %s: %w", NetworkName(cluster), err))
+	}
+
+	vols := map[string]bool{ImageVolumeName(cluster): true}
+	if vl, err := p.docker.VolumeList(ctx, volume.ListOptions{Filters: filters.NewArgs(filters.Arg("label", labelK3dCluster+"="+cluster))}); err == nil {
+		for _, v := range vl.Volumes {
+			vols[v.Name] = true
+		}
+	}
+	for v := range vols {
+		// Not forced: Docker ignores "no such volume" when forcing, and the
+		// note must say whether the volume was there.
+		if err := p.docker.VolumeRemove(ctx, v, false); err == nil {
+			removed = append(removed, "volume "+v)
+		} else if !cerrdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("removing volume %s: %w", v, err))
+		}
+	}
+	if len(errs) > 0 {
+		return removed, fmt.Errorf("deleting lane cluster %s: %w", cluster, errors.Join(errs...))
+	}
+	return removed, nil
+}

@@ -1,0 +1,629 @@
+package provider
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/client"
+	"golang.org/x/sys/unix"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
+	"github.com/sriov-lane/sriov-lane/pkg/lane/journal"
+	"github.com/sriov-lane/sriov-lane/test/testutil"
+)
+
+// rig sets up a provider against the real dockerd with the stand-in images.
+func rig(t *testing.T) (*Provider, *client.Client) {
+	t.Helper()
+	p, cli := rigDocker(t)
+	testutil.RequireImage(t, cli, testutil.StandinK3sImage)
+	testutil.RequireImage(t, cli, testutil.StandinToolsImage)
+	return p, cli
+}
+
+// rigDocker is rig for tests that need no node image.
+func rigDocker(t *testing.T) (*Provider, *client.Client) {
+	t.Helper()
+	testutil.RequireRoot(t)
+	cli := testutil.RequireDocker(t)
+	// k3d reads its tools image only from the environment.
+	t.Setenv(envToolsImage, testutil.StandinToolsImage)
+	return NewWithClient(cli), cli
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// testLane is a lane on stand-in images whose state (machine-ids) and VFIO
+// dir live in the test's temp dir. vfio is a plain file standing for the
+// VFIO container device, so Prepare's chmod can be observed from the host.
+func testLane(t *testing.T, name string, agents int) *config.Lane {
+	t.Helper()
+	dir := t.TempDir()
+	vfio := filepath.Join(dir, "vfio")
+	if err := os.MkdirAll(vfio, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(vfio, "vfio"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l := config.Default()
+	l.Name = name
+	l.Agents = agents
+	l.K3sImage = testutil.StandinK3sImage
+	l.ToolsImage = testutil.StandinToolsImage
+	l.APIPort = freePort(t)
+	l.Registry.Enabled = new(bool)
+	l.StateDir = filepath.Join(dir, "state")
+	l.VFIODir = vfio
+	l.WaitTimeout.Duration = 3 * time.Minute
+	if err := config.Validate(l); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// cleanupLane registers removal of everything a lane may leave, and checks
+// afterwards that nothing is left. Register it before Create.
+func cleanupLane(t *testing.T, p *Provider, cli *client.Client, name string) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := p.Delete(ctx, name); err != nil {
+			t.Errorf("cleanup of %s: %v", name, err)
+		}
+		if left := leftovers(ctx, t, cli, name); len(left) > 0 {
+			t.Errorf("after cleanup of %s these remain: %v", name, left)
+		}
+	})
+}
+
+// leftovers lists every Docker object of the lane that still exists.
+func leftovers(ctx context.Context, t *testing.T, cli *client.Client, name string) []string {
+	t.Helper()
+	var left []string
+	list, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", labelK3dCluster+"="+name))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range list {
+		left = append(left, "container "+c.Names[0])
+	}
+	for _, n := range []string{RegistryName(name), NodeName(name, RoleServer, 0), NodeName(name, RoleAgent, 0)} {
+		if _, err := cli.ContainerInspect(ctx, n); !cerrdefs.IsNotFound(err) {
+			left = append(left, "container "+n)
+		}
+	}
+	if _, err := cli.NetworkInspect(ctx, NetworkName(name), network.InspectOptions{}); !cerrdefs.IsNotFound(err) {
+		left = append(left, "network "+NetworkName(name))
+	}
+	if _, err := cli.VolumeInspect(ctx, ImageVolumeName(name)); !cerrdefs.IsNotFound(err) {
+		left = append(left, "volume "+ImageVolumeName(name))
+	}
+	return left
+}
+
+// progressLog records Create's progress calls.
+type progressLog struct {
+	mu     sync.Mutex
+	events map[string][]string
+}
+
+func (pl *progressLog) fn(t *testing.T) Progress {
+	pl.events = map[string][]string{}
+	return func(node, msg string) {
+		pl.mu.Lock()
+		defer pl.mu.Unlock()
+		pl.events[node] = append(pl.events[node], msg)
+		t.Logf("progress %s: %s", node, msg)
+	}
+}
+
+func nsInode(t *testing.T, fd int) uint64 {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Ino
+}
+
+func hostNetnsInode(t *testing.T) uint64 {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/self/ns/net", &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Ino
+}
+
+func TestRigCreateInspectRestartDelete(t *testing.T) {
+	p, cli := rig(t)
+	const name = "pvt1"
+	l := testLane(t, name, 2)
+	cleanupLane(t, p, cli, name)
+	ctx := context.Background()
+
+	var pl progressLog
+	start := time.Now()
+	if err := p.Create(ctx, l, CreateOptions{Progress: pl.fn(t)}); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	t.Logf("TIMING create %s (1 server + 2 agents, stand-in): %s", name, time.Since(start).Round(time.Millisecond))
+
+	nodes, err := p.Nodes(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{NodeName(name, RoleServer, 0), NodeName(name, RoleAgent, 0), NodeName(name, RoleAgent, 1)}
+	if len(nodes) != len(want) {
+		t.Fatalf("nodes %v, want %v", nodes, want)
+	}
+	hostIno := hostNetnsInode(t)
+	inodes := map[uint64]string{}
+	for i, n := range nodes {
+		if n.Name != want[i] {
+			t.Errorf("node %d is %s, want %s", i, n.Name, want[i])
+		}
+		if wantRole := map[bool]string{true: RoleServer, false: RoleAgent}[i == 0]; n.Role != wantRole {
+			t.Errorf("%s role %s, want %s", n.Name, n.Role, wantRole)
+		}
+		if got := pl.events[n.Name]; len(got) == 0 || got[len(got)-1] != "ready" {
+			t.Errorf("progress for %s: %v, want it to end with ready", n.Name, got)
+		}
+		pid, err := n.Pid(ctx)
+		if err != nil || pid <= 1 {
+			t.Fatalf("%s pid %d: %v", n.Name, pid, err)
+		}
+		h, err := n.Netns(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ino := nsInode(t, int(h))
+		h.Close()
+		if ino == hostIno {
+			t.Errorf("%s netns is the host's", n.Name)
+		}
+		if other, dup := inodes[ino]; dup {
+			t.Errorf("%s shares its netns with %s", n.Name, other)
+		}
+		inodes[ino] = n.Name
+	}
+
+	// What a failed create would quote: the end of the node's log.
+	tail, err := p.logTail(ctx, nodes[0].ContainerID, logTailLines)
+	if err != nil || !strings.Contains(tail, "k3s is up and running") || strings.Count(tail, "\n") > logTailLines {
+		t.Errorf("log tail of %s (%v):\n%s", nodes[0].Name, err, tail)
+	}
+
+	// Distinct machine-ids, the ones written on the host.
+	ids := map[string]string{}
+	for _, n := range nodes {
+		r, err := p.exec(ctx, n.ContainerID, []string{"cat", "/etc/machine-id"}, nil)
+		if err != nil || r.ExitCode != 0 {
+			t.Fatalf("reading machine-id of %s: %v %+v", n.Name, err, r)
+		}
+		host, err := os.ReadFile(MachineIDPath(l, n.Name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Stdout != string(host) || len(strings.TrimSpace(r.Stdout)) != 32 {
+			t.Errorf("%s machine-id %q, host file %q", n.Name, r.Stdout, host)
+		}
+		if other, dup := ids[r.Stdout]; dup {
+			t.Errorf("%s and %s share machine-id %s", n.Name, other, r.Stdout)
+		}
+		ids[r.Stdout] = n.Name
+	}
+
+	// Prepare: / becomes shared, the VFIO device world-writable.
+	vfioFile := filepath.Join(l.VFIODir, "vfio")
+	for _, n := range nodes {
+		if err := p.Prepare(ctx, n); err != nil {
+			t.Fatalf("prepare: %v", err)
+		}
+		r, err := p.exec(ctx, n.ContainerID, []string{"cat", "/proc/self/mountinfo"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !rootShared(r.Stdout) {
+			t.Errorf("%s: / is not shared after Prepare:\n%s", n.Name, r.Stdout)
+		}
+	}
+	if st, err := os.Stat(vfioFile); err != nil || st.Mode().Perm() != 0o666 {
+		t.Errorf("VFIO device after Prepare: %v %v, want mode 0666", st.Mode(), err)
+	}
+
+	// Kubeconfig and kubectl.
+	kcPath := filepath.Join(t.TempDir(), "sub", ".kubeconfig")
+	if err := p.WriteKubeconfig(ctx, name, kcPath); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(kcPath); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("kubeconfig mode %v %v, want 0600", st.Mode(), err)
+	}
+	kc, err := clientcmd.LoadFromFile(kcPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := kc.Clusters[kc.Contexts[kc.CurrentContext].Cluster].Server, fmt.Sprintf("https://127.0.0.1:%d", l.APIPort); got != want {
+		t.Errorf("kubeconfig server %s, want %s", got, want)
+	}
+	kubectl := filepath.Join(t.TempDir(), "kubectl")
+	if err := p.CopyKubectl(ctx, name, kubectl); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(kubectl)
+	if err != nil || st.Mode().Perm() != 0o755 || st.Size() < 1024 {
+		t.Errorf("kubectl %v %v", st, err)
+	}
+	if b, _ := os.ReadFile(kubectl); !bytes.HasPrefix(b, []byte("\x7fELF")) {
+		t.Errorf("kubectl is not an ELF binary")
+	}
+
+	// Restart an agent: the handle must follow the new PID and netns.
+	agent := nodes[1]
+	oldPid, _ := agent.Pid(ctx)
+	oldH, err := agent.Netns(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Held open across the restart: a freed namespace's inode number is
+	// reused, and the comparison below would be meaningless.
+	defer oldH.Close()
+	oldIno := nsInode(t, int(oldH))
+	if err := cli.ContainerRestart(ctx, agent.ContainerID, container.StopOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	newPid, err := agent.Pid(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if newPid == oldPid {
+		t.Errorf("%s pid %d unchanged by restart", agent.Name, newPid)
+	}
+	h, err := agent.Netns(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ino := nsInode(t, int(h)); ino == oldIno || ino == hostIno {
+		t.Errorf("%s netns after restart: inode %d (old %d, host %d)", agent.Name, ino, oldIno, hostIno)
+	}
+	h.Close()
+
+	start = time.Now()
+	if err := p.Delete(ctx, name); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	t.Logf("TIMING delete %s: %s", name, time.Since(start).Round(time.Millisecond))
+	if left := leftovers(ctx, t, cli, name); len(left) > 0 {
+		t.Errorf("after delete: %v", left)
+	}
+	start = time.Now()
+	if err := p.Delete(ctx, name); err != nil {
+		t.Errorf("second delete: %v", err)
+	}
+	t.Logf("TIMING second delete %s: %s", name, time.Since(start).Round(time.Millisecond))
+	if _, err := agent.Netns(ctx); err == nil {
+		t.Error("netns of a deleted node opened")
+	}
+}
+
+// rootShared reports whether the mount at / has a shared peer group.
+// The last mount on / is the visible one.
+func rootShared(mountinfo string) bool {
+	shared := false
+	for _, line := range strings.Split(mountinfo, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 7 || f[4] != "/" {
+			continue
+		}
+		shared = false
+		for _, opt := range f[6:] {
+			if opt == "-" {
+				break
+			}
+			if strings.HasPrefix(opt, "shared:") {
+				shared = true
+			}
+		}
+	}
+	return shared
+}
+
+func TestRigCreateFailureLeavesNothing(t *testing.T) {
+	p, cli := rigDocker(t)
+	const name = "pvt2"
+	l := testLane(t, name, 1)
+	l.K3sImage = "sriov-lane-standin/does-not-exist:x"
+	l.WaitTimeout.Duration = time.Minute
+	cleanupLane(t, p, cli, name)
+	ctx := context.Background()
+	start := time.Now()
+	err := p.Create(ctx, l, CreateOptions{})
+	t.Logf("TIMING failed create %s: %s", name, time.Since(start).Round(time.Millisecond))
+	if err == nil {
+		t.Fatal("create with a missing image succeeded")
+	}
+	t.Logf("error: %v", err)
+	if !strings.Contains(err.Error(), NodeName(name, RoleServer, 0)) {
+		t.Errorf("error does not name the failing node %s", NodeName(name, RoleServer, 0))
+	}
+	if left := leftovers(ctx, t, cli, name); len(left) > 0 {
+		t.Errorf("failed create left %v", left)
+	}
+	if _, err := os.Stat(machineIDDir(l)); !os.IsNotExist(err) {
+		t.Errorf("machine-id files left: %v", err)
+	}
+}
+
+// A node that starts but never gets ready: the error must name it and
+// quote its log, and nothing may be left.
+func TestRigCreateNodeNeverReady(t *testing.T) {
+	p, cli := rig(t)
+	const name = "pvt4"
+	l := testLane(t, name, 1)
+	// The tools image runs but is no k3s: the server never logs ready
+	// (it prints nothing either, so the quoted log is empty; that the
+	// tail is read at all is checked in TestRigCreateInspectRestartDelete).
+	l.K3sImage = testutil.StandinToolsImage
+	l.WaitTimeout.Duration = 30 * time.Second
+	cleanupLane(t, p, cli, name)
+	ctx := context.Background()
+	start := time.Now()
+	err := p.Create(ctx, l, CreateOptions{})
+	t.Logf("TIMING failing create %s: %s", name, time.Since(start).Round(time.Millisecond))
+	if err == nil {
+		t.Fatal("create with a non-k3s node image succeeded")
+	}
+	t.Logf("error: %v", err)
+	msg := err.Error()
+	if !strings.Contains(msg, "node "+NodeName(name, RoleServer, 0)) {
+		t.Errorf("error does not name node %s", NodeName(name, RoleServer, 0))
+	}
+	if !strings.Contains(msg, fmt.Sprintf("last %d log lines:", logTailLines)) {
+		t.Errorf("error carries no log section for the node")
+	}
+	if left := leftovers(ctx, t, cli, name); len(left) > 0 {
+		t.Errorf("failed create left %v", left)
+	}
+}
+
+func TestRigRegistryAndLoad(t *testing.T) {
+	p, cli := rig(t)
+	testutil.RequireImage(t, cli, testutil.StandinRegistryImage)
+	const name = "pvt3"
+	l := testLane(t, name, 1)
+	l.Registry.Enabled = nil // default: on
+	l.Registry.Image = testutil.StandinRegistryImage
+	l.Registry.Address = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	if err := config.Validate(l); err != nil {
+		t.Fatal(err)
+	}
+	cleanupLane(t, p, cli, name)
+	ctx := context.Background()
+	start := time.Now()
+	if err := p.Create(ctx, l, CreateOptions{Progress: func(n, m string) { t.Logf("progress %s: %s", n, m) }}); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	t.Logf("TIMING create %s with registry: %s", name, time.Since(start).Round(time.Millisecond))
+
+	resp, err := http.Get("http://" + l.Registry.Address + "/v2/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /v2/ on the host port: %s", resp.Status)
+	}
+	ins, err := cli.ContainerInspect(ctx, RegistryName(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := ins.NetworkSettings.Networks[NetworkName(name)]
+	if ep == nil || !contains(ep.Aliases, RegistryAlias) {
+		t.Errorf("registry not on %s with alias %s: %+v", NetworkName(name), RegistryAlias, ep)
+	}
+	nodes, err := p.Nodes(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		r, err := p.exec(ctx, n.ContainerID, []string{"cat", "/etc/rancher/k3s/registries.yaml"}, nil)
+		if err != nil || !strings.Contains(r.Stdout, "http://registry:5000") {
+			t.Errorf("%s registries.yaml: %v %q", n.Name, err, r.Stdout)
+		}
+		// From the node, by name, on the cluster network. Real k3s nodes
+		// reach Docker's embedded DNS (127.0.0.11) through the iptables
+		// rules of k3d's DNS fix; the stand-in's iptables are no-ops, so
+		// the test asks that resolver directly.
+		r, err = p.exec(ctx, n.ContainerID, []string{"nslookup", RegistryAlias, "127.0.0.11"}, nil)
+		if err != nil || r.ExitCode != 0 {
+			t.Errorf("%s cannot resolve %s: %v %+v", n.Name, RegistryAlias, err, r)
+			continue
+		}
+		ip := lastAddress(r.Stdout)
+		r, err = p.exec(ctx, n.ContainerID, []string{"wget", "-q", "-O", "-", "http://" + net.JoinHostPort(ip, registryInternalPort) + "/v2/"}, nil)
+		if err != nil || r.ExitCode != 0 {
+			t.Errorf("%s cannot reach registry at %s:5000: %v %+v", n.Name, ip, err, r)
+		}
+	}
+
+	// Load with k3s's real import command: the stand-in has no ctr, so it
+	// must fail, naming each node.
+	err = p.Load(ctx, name, testutil.StandinToolsImage)
+	if err == nil {
+		t.Error("load through ctr succeeded on stand-in nodes that have no ctr")
+	} else {
+		t.Logf("load via ctr on stand-in: %v", err)
+		for _, n := range nodes {
+			if !strings.Contains(err.Error(), n.Name) {
+				t.Errorf("load error does not name %s", n.Name)
+			}
+		}
+		if !strings.Contains(err.Error(), "exited with") {
+			t.Errorf("load error does not carry the import command's exit: %v", err)
+		}
+	}
+	// The same fan-out with an import command the stand-in has: every node
+	// must receive the whole `docker save` archive of the image.
+	p.importCmd = []string{"sh", "-c", "cat > /tmp/sriov-lane-import.tar"}
+	start = time.Now()
+	if err := p.Load(ctx, name, testutil.StandinToolsImage); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("TIMING load of %s into %d nodes: %s", testutil.StandinToolsImage, len(nodes), time.Since(start).Round(time.Millisecond))
+	for _, n := range nodes {
+		if tags := importedTags(ctx, t, cli, n, "/tmp/sriov-lane-import.tar"); !contains(tags, testutil.StandinToolsImage) {
+			t.Errorf("%s received tags %v", n.Name, tags)
+		}
+	}
+	if err := p.Load(ctx, name, "sriov-lane-standin/does-not-exist:x"); err == nil || !strings.Contains(err.Error(), "not on the host") {
+		t.Errorf("load of a missing image: %v", err)
+	}
+
+	if err := p.Delete(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.ContainerInspect(ctx, RegistryName(name)); !cerrdefs.IsNotFound(err) {
+		t.Errorf("registry survived delete: %v", err)
+	}
+}
+
+// importedTags reads the `docker save` archive a node received and returns
+// the RepoTags of its manifest.
+func importedTags(ctx context.Context, t *testing.T, cli *client.Client, n Node, path string) []string {
+	t.Helper()
+	rc, _, err := cli.CopyFromContainer(ctx, n.ContainerID, path)
+	if err != nil {
+		t.Fatalf("%s: %v", n.Name, err)
+	}
+	defer rc.Close()
+	outer := tar.NewReader(rc)
+	if _, err := outer.Next(); err != nil {
+		t.Fatal(err)
+	}
+	inner := tar.NewReader(outer)
+	for {
+		h, err := inner.Next()
+		if errors.Is(err, io.EOF) {
+			t.Fatalf("%s: no manifest.json in the imported archive", n.Name)
+		}
+		if err != nil {
+			t.Fatalf("%s: reading imported archive: %v", n.Name, err)
+		}
+		if h.Name != "manifest.json" {
+			continue
+		}
+		var m []struct{ RepoTags []string }
+		if err := json.NewDecoder(inner).Decode(&m); err != nil {
+			t.Fatal(err)
+		}
+		var tags []string
+		for _, e := range m {
+			tags = append(tags, e.RepoTags...)
+		}
+		return tags
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func TestRigUndoersGoneIsSuccess(t *testing.T) {
+	p, _ := rigDocker(t)
+	j, err := journal.Open(filepath.Join(t.TempDir(), journal.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	for _, op := range []string{OpCluster, OpRegistry} {
+		if _, err := j.Begin(op, ClusterRecord{Name: "pvt9"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var notes []string
+	err = journal.Reverse(context.Background(), j, Undoers(p), journal.ReverseOptions{Report: func(e *journal.Entry, note string, err error) {
+		notes = append(notes, note)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(j.Pending()) != 0 || len(notes) != 2 {
+		t.Fatalf("pending %d, notes %v", len(j.Pending()), notes)
+	}
+	for _, n := range notes {
+		if !strings.Contains(n, "already gone") {
+			t.Errorf("note %q does not say the object was gone", n)
+		}
+	}
+}
+
+// lastAddress returns the last IPv4 address in nslookup's output (the first
+// is the resolver's).
+func lastAddress(out string) string {
+	var ip string
+	for _, f := range strings.Fields(out) {
+		if a := net.ParseIP(f); a != nil && a.To4() != nil {
+			ip = f
+		}
+	}
+	return ip
+}
+
+// Delete goes by name, but must not remove a container that merely has the
+// registry's name without the lane's label.
+func TestRigDeleteSparesForeignRegistryName(t *testing.T) {
+	p, cli := rig(t)
+	const name = "pvt5"
+	ctx := context.Background()
+	t.Cleanup(func() {
+		_ = cli.ContainerRemove(context.Background(), RegistryName(name), container.RemoveOptions{Force: true})
+	})
+	if _, err := cli.ContainerCreate(ctx, &container.Config{Image: testutil.StandinToolsImage}, nil, nil, nil, RegistryName(name)); err != nil {
+		t.Fatal(err)
+	}
+	err := p.Delete(ctx, name)
+	if !errors.Is(err, errNotOurs) {
+		t.Errorf("delete with a foreign %s: %v, want errNotOurs", RegistryName(name), err)
+	}
+	if _, err := cli.ContainerInspect(ctx, RegistryName(name)); err != nil {
+		t.Errorf("foreign container removed: %v", err)
+	}
+	l := testLane(t, name, 1)
+	l.Registry.Enabled = nil
+	if err := p.Create(ctx, l, CreateOptions{}); !errors.Is(err, ErrExists) {
+		t.Errorf("create over a foreign registry container: %v, want ErrExists", err)
+	}
+}

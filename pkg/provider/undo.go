@@ -1,0 +1,56 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/sriov-lane/sriov-lane/pkg/lane/journal"
+)
+
+// Journal operations this package defines. Journal them with a
+// ClusterRecord before calling Create.
+const (
+	OpCluster  = "provider.cluster"
+	OpRegistry = "provider.registry"
+)
+
+// ClusterRecord is the journal data of OpCluster and OpRegistry.
+type ClusterRecord struct {
+	Name string `json:"name"`
+}
+
+// Undoers reverses the provider's journalled operations. Both delete by
+// name and treat "not found" as success, noting it.
+func Undoers(p *Provider) journal.Undoers {
+	return journal.Undoers{
+		OpCluster: func(ctx context.Context, e *journal.Entry) (string, error) {
+			var r ClusterRecord
+			if err := e.Decode(&r); err != nil {
+				return "", err
+			}
+			removed, err := p.delete(ctx, r.Name)
+			if err != nil {
+				return "", err
+			}
+			if len(removed) == 0 {
+				return fmt.Sprintf("cluster %s was already gone", r.Name), nil
+			}
+			return "removed " + strings.Join(removed, ", "), nil
+		},
+		OpRegistry: func(ctx context.Context, e *journal.Entry) (string, error) {
+			var r ClusterRecord
+			if err := e.Decode(&r); err != nil {
+				return "", err
+			}
+			ok, err := p.deleteRegistry(ctx, r.Name)
+			if err != nil {
+				return "", err
+			}
+			if !ok {
+				return fmt.Sprintf("registry %s was already gone", RegistryName(r.Name)), nil
+			}
+			return "", nil
+		},
+	}
+}
