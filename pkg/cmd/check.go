@@ -23,7 +23,7 @@ It exits 1 when a hard requirement fails.`,
 		Example: `  sudo sriov-lane check
   sudo sriov-lane check --config lane.yaml -o json
   sudo sriov-lane check --sysfs-root /host/sys --agents 3`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if output != "" && output != "json" && output != "text" {
 				return usagef("unknown output format %q: use text or json", output)

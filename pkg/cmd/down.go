@@ -24,7 +24,7 @@ nothing to do.`,
   sudo sriov-lane down --name lane2
   sudo sriov-lane down --all
   sudo sriov-lane down --config lane.yaml --force`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			l, err := lf.load()
 			if err != nil {

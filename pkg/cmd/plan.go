@@ -27,7 +27,7 @@ apply for it, with the device plugin selecting the PFs discovery would pick on t
   sriov-lane plan --config lane.yaml -o yaml
   sriov-lane plan --config-only -o json
   SRIOV_LANE_AGENTS=3 sriov-lane plan -o json`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if output != "yaml" && output != "json" {
 				return usagef("unknown output format %q: use yaml or json", output)

@@ -101,6 +101,7 @@ SR-IOV device plugin and a CNI, and waits until every agent advertises its VFs.
 		newDownCmd(g),
 		newStatusCmd(g),
 		newVerifyCmd(g),
+		newLoadCmd(g),
 	)
 	return root
 }
@@ -118,3 +119,15 @@ func Main(args []string, streams IOStreams) int {
 	}
 	return ExitCode(err)
 }
+
+// usageArgs makes cobra's argument checks usage errors (exit 2).
+func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(c *cobra.Command, args []string) error {
+		if err := check(c, args); err != nil {
+			return usageError{err}
+		}
+		return nil
+	}
+}
+
+var noArgs = usageArgs(cobra.NoArgs)

@@ -20,7 +20,7 @@ func newStatusCmd(g *globals) *cobra.Command {
 		Example: `  sudo sriov-lane status                  # every lane of this host
   sudo sriov-lane status --name sriov
   sudo sriov-lane status --name sriov -o json`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if output != "text" && output != "json" {
 				return usagef("unknown output format %q: use text or json", output)

@@ -23,7 +23,7 @@ PFs first, unless --retain.`,
   sudo sriov-lane up --config lane.yaml -v
   sudo sriov-lane up --agents 3 --pfs-per-node 2 --vf-driver netdevice
   sudo sriov-lane up --kubevirtci _ci-configs/sriov   # writes .kubeconfig, .kubectl, config-provider-sriov.sh`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			l, err := lf.load()
 			if err != nil {

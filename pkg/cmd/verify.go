@@ -25,7 +25,7 @@ pod requesting one VF) to a running lane and waits for the pod to become Ready: 
 quick end-to-end check on real hardware.`,
 		Example: `  sudo sriov-lane verify
   sudo sriov-lane verify --name lane2 --timeout 5m`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			l, err := lf.load()
 			if err != nil {

@@ -41,7 +41,7 @@ func newVersionCmd(g *globals) *cobra.Command {
 		Use:     "version",
 		Short:   "Print sriov-lane's version, commit, Go and k3d library versions",
 		Example: "  sriov-lane version\n  sriov-lane version -o json",
-		Args:    cobra.NoArgs,
+		Args:    noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			v := versionInfo()
 			switch output {
