@@ -102,6 +102,7 @@ SR-IOV device plugin and a CNI, and waits until every agent advertises its VFs.
 		newStatusCmd(g),
 		newVerifyCmd(g),
 		newLoadCmd(g),
+		newExportCmd(g),
 	)
 	return root
 }

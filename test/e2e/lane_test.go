@@ -137,10 +137,12 @@ func TestTwoLanesDisjointAndThirdFailsCleanly(t *testing.T) {
 	if d := before.diff(snapshot(t, r, c)); d != "" {
 		t.Errorf("a failed up changed the host:\n%s", d)
 	}
+	// One command takes every lane of this state dir down.
+	if res := run(t, nil, "down", "--all", "--state-dir", a.cfg.StateDir); res.code != 0 ||
+		!strings.Contains(res.output, "lane e2e-b1 is down") || !strings.Contains(res.output, "lane e2e-b2 is down") {
+		t.Errorf("down --all: exit %d", res.code)
+	}
 	for _, l := range []*lane{a, b} {
-		if res := l.down(t); res.code != 0 {
-			t.Errorf("down %s failed", l.cfg.Name)
-		}
 		assertLaneGone(t, r, l, nil)
 	}
 	assertLaneGone(t, r, a, r.State.PFs)
