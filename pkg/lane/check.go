@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
+	"github.com/sriov-lane/sriov-lane/pkg/provider"
 )
 
 // CheckStatus is the verdict of one preflight check.
@@ -138,6 +139,12 @@ func (c *Checker) checkDocker(ctx context.Context, add func(string, CheckStatus,
 		return
 	}
 	add("docker", Pass, "Docker API "+ping.APIVersion, "")
+	if nodes, err := provider.NewWithClient(cli).Nodes(pctx, c.Lane.ClusterName()); err == nil && len(nodes) > 0 {
+		add("cluster-name", Fail, fmt.Sprintf("a k3d cluster named %s already exists (%d nodes)", c.Lane.ClusterName(), len(nodes)),
+			"pick another --name, or 'sriov-lane down --name "+c.Lane.Name+"' if it is this tool's lane")
+	} else {
+		add("cluster-name", Pass, "no k3d cluster named "+c.Lane.ClusterName(), "")
+	}
 	if _, err := cli.ImageInspect(pctx, c.Lane.K3sImage); err == nil {
 		add("k3s-image", Pass, c.Lane.K3sImage+" present locally", "")
 	} else {

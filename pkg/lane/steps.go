@@ -2,6 +2,7 @@ package lane
 
 import (
 	"context"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -67,6 +68,15 @@ func stepCreateCluster(ctx context.Context, c *Context) error {
 	err := c.Provider.Create(ctx, c.Lane, provider.CreateOptions{
 		Progress: func(node, msg string) { c.Status.Detailf("%s: %s", node, msg) },
 	})
+	if errors.Is(err, provider.ErrExists) {
+		// Not ours: the undo must never delete someone else's cluster.
+		for _, e := range entries {
+			if merr := c.Journal.MarkUndone(e, "existed before this lane; left alone"); merr != nil {
+				return errors.Join(err, merr)
+			}
+		}
+		return fmt.Errorf("%w: pick another --name, or remove it if it is a leftover", err)
+	}
 	if err != nil {
 		return err
 	}

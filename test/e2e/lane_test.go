@@ -251,6 +251,18 @@ func TestBadInputChangesNothing(t *testing.T) {
 	}
 	defer ln.Close()
 	busyPort := strings.TrimPrefix(ln.Addr().String(), "127.0.0.1:")
+	// A k3d cluster of the same name that is not this tool's: created, never
+	// started, labelled as k3d labels its nodes.
+	cli := docker(t)
+	t.Cleanup(func() {
+		cli.ContainerRemove(context.Background(), "e2e-taken-fake", container.RemoveOptions{Force: true})
+	})
+	if _, err := cli.ContainerCreate(context.Background(), &container.Config{
+		Image:  testutil.StandinToolsImage,
+		Labels: map[string]string{"k3d.cluster": "e2e-taken", "k3d.role": "server"},
+	}, nil, nil, nil, "e2e-taken-fake"); err != nil {
+		t.Fatal(err)
+	}
 
 	cases := []struct {
 		name string
@@ -276,6 +288,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"bad flag", nil, []string{"up", "--no-such-flag"}, 2, "unknown flag", false},
 		{"bad volume", nil, []string{"up", "--config", l.path, "--volume", "relative:/x"}, 2, "volumes", false},
 		{"bad wait timeout", nil, []string{"up", "--config", l.path, "--wait-timeout", "soon"}, 2, "waitTimeout", false},
+		{"cluster name taken", nil, []string{"up", "--config", l.path, "--name", "e2e-taken"}, 1, "already exists", false},
 		{"not root", nil, []string{"up", "--config", l.path}, 1, "root", true},
 	}
 	before := snapshot(t, r, l)
