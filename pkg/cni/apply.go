@@ -2,7 +2,10 @@ package cni
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -28,14 +31,19 @@ const crdEstablishTimeout = 2 * time.Minute
 var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
 // Apply server-side applies objs in order with field manager "sriov-lane",
-// forcing conflicts (the lane owns these objects). Before the first object
-// of a kind defined by a CRD in objs, it waits for that CRD to be
-// Established and refreshes discovery. Applying the same objects again is a
-// no-op on the server (resourceVersions unchanged).
+// forcing conflicts (the lane owns these objects). Consecutive objects of
+// the same kind rank (see kindOrder) form a tier: a tier starts only once
+// the one before it is applied, and its objects are applied concurrently,
+// since nothing of one rank depends on another of the same rank. Before the
+// first tier holding a kind defined by a CRD in objs, it waits for that CRD
+// to be Established and refreshes discovery. Log lines come in objs order.
+// Applying the same objects again is a no-op on the server
+// (resourceVersions unchanged).
 func Apply(ctx context.Context, cfg *rest.Config, objs []*unstructured.Unstructured, logf Logf) error {
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
+	cfg = applyConfig(cfg)
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("creating dynamic client: %w", err)
@@ -44,9 +52,43 @@ func Apply(ctx context.Context, cfg *rest.Config, objs []*unstructured.Unstructu
 	if err != nil {
 		return fmt.Errorf("creating discovery client: %w", err)
 	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc))
+	a := &applier{
+		dyn:         dyn,
+		mapper:      restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc)),
+		crdOf:       crdKinds(objs),
+		established: map[string]bool{},
+	}
+	for _, tier := range tiers(objs) {
+		if err := a.applyTier(ctx, tier, logf); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
-	// Kinds whose CRD is part of this batch, and whether it is established yet.
+// applyConfig lifts client-go's default client-side rate limit (5 QPS,
+// burst 10) for Apply's own clients: a batch is a few dozen requests, and
+// throttling them cost ~200 ms per object beyond the tenth. The API
+// server's own priority and fairness still applies.
+func applyConfig(cfg *rest.Config) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	if c.RateLimiter == nil {
+		c.QPS = max(c.QPS, applyQPS)
+		c.Burst = max(c.Burst, applyBurst)
+	}
+	return c
+}
+
+const (
+	applyQPS   = 100
+	applyBurst = 200
+	// applyParallel bounds the requests of one tier in flight at once
+	// (upstream manifests such as Calico's have dozens of CRDs).
+	applyParallel = 8
+)
+
+// crdKinds maps the kinds defined by CRDs in objs to their CRD's name.
+func crdKinds(objs []*unstructured.Unstructured) map[schema.GroupKind]string {
 	crdOf := map[schema.GroupKind]string{}
 	for _, u := range objs {
 		if u.GroupVersionKind().GroupKind() != (schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}) {
@@ -56,43 +98,133 @@ func Apply(ctx context.Context, cfg *rest.Config, objs []*unstructured.Unstructu
 		kind, _, _ := unstructured.NestedString(u.Object, "spec", "names", "kind")
 		crdOf[schema.GroupKind{Group: group, Kind: kind}] = u.GetName()
 	}
-	established := map[string]bool{}
+	return crdOf
+}
 
-	for _, u := range objs {
-		gvk := u.GroupVersionKind()
-		if crd, ok := crdOf[gvk.GroupKind()]; ok && !established[crd] {
-			if err := waitCRDEstablished(ctx, dyn, crd); err != nil {
-				return err
-			}
-			established[crd] = true
-			mapper.Reset()
+// tiers splits objs into runs of consecutive objects of equal kind rank;
+// custom resources (which share the last rank) split by kind as well, so an
+// upstream manifest's order between its own kinds is kept.
+func tiers(objs []*unstructured.Unstructured) [][]*unstructured.Unstructured {
+	var out [][]*unstructured.Unstructured
+	key := func(u *unstructured.Unstructured) string {
+		r := kindRank(u)
+		if r < len(kindOrder) {
+			return kindOrder[r]
 		}
-		mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		if apimeta.IsNoMatchError(err) {
-			// Discovery may predate a CRD applied earlier in this batch.
-			mapper.Reset()
-			mapping, err = mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		return u.GroupVersionKind().GroupKind().String()
+	}
+	for i, u := range objs {
+		if i == 0 || key(u) != key(objs[i-1]) {
+			out = append(out, nil)
 		}
+		out[len(out)-1] = append(out[len(out)-1], u)
+	}
+	return out
+}
+
+type applier struct {
+	dyn         dynamic.Interface
+	mapper      *restmapper.DeferredDiscoveryRESTMapper
+	crdOf       map[schema.GroupKind]string
+	established map[string]bool
+}
+
+func (a *applier) applyTier(ctx context.Context, tier []*unstructured.Unstructured, logf Logf) error {
+	if err := a.awaitCRDs(ctx, tier); err != nil {
+		return err
+	}
+	// Resolved up front and in order: the mapper's first use runs
+	// discovery, which the tier's goroutines would otherwise all wait on.
+	type job struct {
+		ri  dynamic.ResourceInterface
+		obj *unstructured.Unstructured
+		out *unstructured.Unstructured
+		err error
+	}
+	jobs := make([]job, len(tier))
+	for i, u := range tier {
+		ri, obj, err := a.resource(u)
 		if err != nil {
-			return fmt.Errorf("applying %s %s: resolving its resource: %w", gvk.Kind, describe(u), err)
+			return err
 		}
-		var ri dynamic.ResourceInterface = dyn.Resource(mapping.Resource)
-		obj := u.DeepCopy()
-		if mapping.Scope.Name() == apimeta.RESTScopeNameNamespace {
-			if obj.GetNamespace() == "" {
-				obj.SetNamespace(metav1.NamespaceDefault)
-			}
-			ri = dyn.Resource(mapping.Resource).Namespace(obj.GetNamespace())
-		} else {
-			obj.SetNamespace("")
+		jobs[i] = job{ri: ri, obj: obj}
+	}
+	sem := make(chan struct{}, applyParallel)
+	var wg sync.WaitGroup
+	for i := range jobs {
+		j := &jobs[i]
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			j.out, j.err = j.ri.Apply(ctx, j.obj.GetName(), j.obj, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+		}()
+	}
+	wg.Wait()
+	for _, j := range jobs {
+		if j.err != nil {
+			return fmt.Errorf("applying %s %s: %w", j.obj.GetKind(), describe(j.obj), j.err)
 		}
-		out, err := ri.Apply(ctx, obj.GetName(), obj, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
-		if err != nil {
-			return fmt.Errorf("applying %s %s: %w", gvk.Kind, describe(obj), err)
-		}
-		logf("applied %s %s (resourceVersion %s)", gvk.Kind, describe(obj), out.GetResourceVersion())
+		logf("applied %s %s (resourceVersion %s)", j.obj.GetKind(), describe(j.obj), j.out.GetResourceVersion())
 	}
 	return nil
+}
+
+// awaitCRDs waits, concurrently, for the CRDs of the tier's custom kinds
+// that are not known to be Established yet, then refreshes discovery.
+func (a *applier) awaitCRDs(ctx context.Context, tier []*unstructured.Unstructured) error {
+	var need []string
+	for _, u := range tier {
+		if crd, ok := a.crdOf[u.GroupVersionKind().GroupKind()]; ok && !a.established[crd] && !slices.Contains(need, crd) {
+			need = append(need, crd)
+		}
+	}
+	if len(need) == 0 {
+		return nil
+	}
+	errs := make([]error, len(need))
+	var wg sync.WaitGroup
+	for i, crd := range need {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = waitCRDEstablished(ctx, a.dyn, crd)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	for _, crd := range need {
+		a.established[crd] = true
+	}
+	a.mapper.Reset()
+	return nil
+}
+
+// resource finds where u is served and returns a copy of u fit to send:
+// namespaced objects get "default" when they name no namespace,
+// cluster-scoped ones lose any namespace they name.
+func (a *applier) resource(u *unstructured.Unstructured) (dynamic.ResourceInterface, *unstructured.Unstructured, error) {
+	gvk := u.GroupVersionKind()
+	mapping, err := a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if apimeta.IsNoMatchError(err) {
+		// Discovery may predate a CRD applied earlier in this batch.
+		a.mapper.Reset()
+		mapping, err = a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("applying %s %s: resolving its resource: %w", gvk.Kind, describe(u), err)
+	}
+	obj := u.DeepCopy()
+	if mapping.Scope.Name() == apimeta.RESTScopeNameNamespace {
+		if obj.GetNamespace() == "" {
+			obj.SetNamespace(metav1.NamespaceDefault)
+		}
+		return a.dyn.Resource(mapping.Resource).Namespace(obj.GetNamespace()), obj, nil
+	}
+	obj.SetNamespace("")
+	return a.dyn.Resource(mapping.Resource), obj, nil
 }
 
 func describe(u *unstructured.Unstructured) string {

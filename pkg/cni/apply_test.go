@@ -1,8 +1,10 @@
 package cni
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -63,12 +65,18 @@ func TestApplyTwiceChangesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	var log []string
-	logf := func(f string, a ...any) { log = append(log, f) }
+	logf := func(f string, a ...any) { log = append(log, fmt.Sprintf(f, a...)) }
 	if err := Apply(t.Context(), cfg, objs, logf); err != nil {
 		t.Fatal(err)
 	}
 	if len(log) != len(objs) {
 		t.Errorf("%d log lines for %d objects", len(log), len(objs))
+	}
+	// Objects of a tier are applied concurrently; the log still follows objs.
+	for i := range min(len(log), len(objs)) {
+		if want := "applied " + objs[i].GetKind() + " "; !strings.HasPrefix(log[i], want) || !strings.Contains(log[i], objs[i].GetName()) {
+			t.Errorf("log line %d = %q, want %s%s", i, log[i], want, describe(objs[i]))
+		}
 	}
 	first := resourceVersions(t, cfg, objs)
 	if err := Apply(t.Context(), cfg, objs, nil); err != nil {
@@ -137,5 +145,73 @@ func TestApplyCalicoWaitsForCRD(t *testing.T) {
 		if first[k] != rv {
 			t.Errorf("%s changed on re-apply", k)
 		}
+	}
+}
+
+// A kubeconfig-built rest.Config carries client-go's default rate limit
+// (QPS 5, burst 10): Apply must not be throttled by it, nor change the
+// caller's config.
+func TestApplyIsNotClientThrottled(t *testing.T) {
+	cfg, _ := startAPI(t)
+	kc := rest.CopyConfig(cfg)
+	kc.QPS, kc.Burst = 0, 0 // what clientcmd leaves: client-go's defaults
+	// 40 requests at 5 QPS after a burst of 10 take at least 6 s.
+	var objs []*unstructured.Unstructured
+	for i := range 40 {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion("v1")
+		u.SetKind("ConfigMap")
+		u.SetName(fmt.Sprintf("throttle-%02d", i))
+		u.SetNamespace("default")
+		// A field of its own: an apply that owns none leaves no managedFields.
+		u.Object["data"] = map[string]any{"i": fmt.Sprint(i)}
+		objs = append(objs, u)
+	}
+	start := time.Now()
+	if err := Apply(t.Context(), kc, objs, nil); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("applying %d ConfigMaps took %s: client-side throttling", len(objs), d)
+	}
+	if kc.QPS != 0 || kc.Burst != 0 {
+		t.Errorf("Apply changed the caller's config: QPS %v, burst %d", kc.QPS, kc.Burst)
+	}
+	resourceVersions(t, cfg, objs)
+}
+
+func TestTiersKeepOrderAndSplitByRank(t *testing.T) {
+	obj := func(apiVersion, kind, name string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion(apiVersion)
+		u.SetKind(kind)
+		u.SetName(name)
+		return u
+	}
+	objs := []*unstructured.Unstructured{
+		obj("v1", "Namespace", "a"),
+		obj("apiextensions.k8s.io/v1", "CustomResourceDefinition", "x.example.com"),
+		obj("apiextensions.k8s.io/v1", "CustomResourceDefinition", "y.example.com"),
+		obj("v1", "ConfigMap", "c1"),
+		obj("v1", "ConfigMap", "c2"),
+		obj("apps/v1", "DaemonSet", "d1"),
+		obj("v1", "ConfigMap", "c3"), // out of rank order: stays after d1
+		obj("example.com/v1", "X", "x1"),
+		obj("example.com/v1", "X", "x2"),
+		obj("example.com/v1", "Y", "y1"),
+		// A custom kind named like a built-in one ranks with the custom ones.
+		obj("example.com/v1", "ConfigMap", "custom"),
+	}
+	var got []string
+	for _, tier := range tiers(objs) {
+		var names []string
+		for _, u := range tier {
+			names = append(names, u.GetName())
+		}
+		got = append(got, strings.Join(names, ","))
+	}
+	want := []string{"a", "x.example.com,y.example.com", "c1,c2", "d1", "c3", "x1,x2", "y1", "custom"}
+	if strings.Join(got, " | ") != strings.Join(want, " | ") {
+		t.Errorf("tiers:\n got  %v\n want %v", got, want)
 	}
 }

@@ -2,7 +2,9 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 
 	cerrdefs "github.com/containerd/errdefs"
 )
@@ -30,16 +32,23 @@ func (p *Provider) Prepare(ctx context.Context, n Node) error {
 	return nil
 }
 
-// PrepareAll runs Prepare on every node of the cluster.
+// PrepareAll runs Prepare on every node of the cluster, all nodes at once:
+// each is a few execs that wait on the container runtime, not on each
+// other. Every node's error is returned.
 func (p *Provider) PrepareAll(ctx context.Context, cluster string) error {
 	nodes, err := p.Nodes(ctx, cluster)
 	if err != nil {
 		return err
 	}
-	for _, n := range nodes {
-		if err := p.Prepare(ctx, n); err != nil {
-			return err
-		}
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = p.Prepare(ctx, n)
+		}()
 	}
-	return nil
+	wg.Wait()
+	return errors.Join(errs...)
 }

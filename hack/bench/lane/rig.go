@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/docker/docker/client"
+	"golang.org/x/sys/unix"
+
+	"github.com/sriov-lane/sriov-lane/pkg/lane"
+	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
+	"github.com/sriov-lane/sriov-lane/pkg/provider"
+	"github.com/sriov-lane/sriov-lane/test/rig"
+	"github.com/sriov-lane/sriov-lane/test/rig/sysfs"
+)
+
+// Names the bench owns; nothing else is ever deleted.
+const (
+	laneName     = "bench-lane"
+	baselineName = "bench-k3d"
+)
+
+// bench is one rig with its in-process kernel emulator, the lane config
+// `lane-rig up` writes for it, and a copy of it for the k3d baseline.
+type bench struct {
+	o        options
+	tmp      string
+	rigDir   string
+	state    *rig.State
+	lane     *config.Lane
+	baseline *config.Lane
+	docker   *client.Client
+
+	stopEmulator func() error
+}
+
+// newBench returns a bench even on error, so its close undoes what was made.
+func newBench(ctx context.Context, o options) (*bench, error) {
+	b := &bench{o: o}
+	if os.Geteuid() != 0 {
+		return b, errors.New("needs root (netlink moves, sysfs, Docker)")
+	}
+	if err := checkNetnsName(o.prefix + "-peers"); err != nil {
+		return b, err
+	}
+	tmp, err := os.MkdirTemp("", "bl-bench-")
+	if err != nil {
+		return b, err
+	}
+	b.tmp, b.rigDir = tmp, filepath.Join(tmp, "rig")
+	st, err := rig.Up(ctx, rig.Options{Dir: b.rigDir, PFs: o.pfs, Prefix: o.prefix})
+	if err != nil {
+		return b, fmt.Errorf("rig up: %w", err)
+	}
+	b.state = st
+	if err := b.startEmulator(); err != nil {
+		return b, err
+	}
+	// Exactly what `sriov-lane up --config <rig>/lane.yaml` resolves.
+	l, err := config.Load(config.Source{File: filepath.Join(b.rigDir, rig.LaneFile)})
+	if err != nil {
+		return b, err
+	}
+	l.Name, l.APIPort = laneName, o.port+1
+	b.lane = l
+	base := *l
+	base.Name, base.APIPort = baselineName, o.port
+	b.baseline = &base
+	if b.docker, err = client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation()); err != nil {
+		return b, fmt.Errorf("connecting to Docker: %w", err)
+	}
+	return b, nil
+}
+
+func (b *bench) startEmulator() error {
+	logf, err := os.Create(filepath.Join(b.tmp, "emulator.log"))
+	if err != nil {
+		return err
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	ready := make(chan struct{})
+	em := sysfs.NewEmulator(sysfs.EmulatorConfig{
+		Root: b.state.SysfsRoot, VFIODir: b.state.VFIODir, PeerNetns: b.state.PeersNetns,
+		Log: log.New(logf, "", log.Lmicroseconds), Ready: func() { close(ready) },
+	})
+	go func() { done <- em.Run(ctx) }()
+	b.stopEmulator = func() error {
+		stop()
+		err := <-done
+		logf.Close()
+		return err
+	}
+	select {
+	case <-ready:
+		return nil
+	case err := <-done:
+		done <- err
+		return fmt.Errorf("emulator failed to start: %w", err)
+	case <-time.After(10 * time.Second):
+		return errors.New("emulator not ready within 10s")
+	}
+}
+
+func (b *bench) describe() string {
+	l := b.lane
+	return fmt.Sprintf("%d iterations; %d agents x %d PF, %d VFs per PF (%s); rig links %s0..; k3s image %s",
+		b.o.iters, l.Agents, l.PFsPerNode, l.VFsPerPF, l.VFDriver, b.o.prefix, l.K3sImage)
+}
+
+// close undoes everything in dependency order: the lane (its PFs need the
+// emulator to drop their VFs), the baseline cluster, the emulator, the rig.
+func (b *bench) close(ctx context.Context) error {
+	var errs []error
+	if b.lane != nil {
+		if _, err := lane.Down(ctx, b.lane, lane.DownOptions{Out: logOut(b.o.verbose), Force: true}); err != nil {
+			errs = append(errs, fmt.Errorf("lane %s down: %w", laneName, err))
+		}
+	}
+	if b.baseline != nil && b.docker != nil {
+		if err := provider.NewWithClient(b.docker).Delete(ctx, baselineName); err != nil {
+			errs = append(errs, err)
+		}
+		if err := os.RemoveAll(b.baseline.LaneDir()); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if b.stopEmulator != nil {
+		if err := b.stopEmulator(); err != nil {
+			errs = append(errs, fmt.Errorf("emulator: %w", err))
+		}
+	}
+	if b.rigDir != "" {
+		if err := rig.Down(b.rigDir); err != nil {
+			errs = append(errs, fmt.Errorf("rig down: %w", err))
+		}
+	}
+	if b.docker != nil {
+		b.docker.Close()
+	}
+	if b.tmp != "" && len(errs) == 0 {
+		// Kept on failure: rig.json lets `lane-rig down --dir` finish the job.
+		os.RemoveAll(b.tmp)
+	} else if b.tmp != "" {
+		errs = append(errs, fmt.Errorf("kept %s for `lane-rig down --dir %s`", b.tmp, b.rigDir))
+	}
+	return errors.Join(errs...)
+}
+
+// checkNetnsName refuses a peers netns name whose /run/netns file exists
+// but is no namespace: the rig would take it for its netns. That happens
+// when a netns mounted before the first `ip netns add` after boot (which
+// rbinds /run/netns onto itself) is deleted: the original mount is left
+// shadowed and the name cannot be removed until reboot.
+func checkNetnsName(name string) error {
+	p := filepath.Join("/run/netns", name)
+	var st unix.Statfs_t
+	if err := unix.Statfs(p, &st); err != nil {
+		return nil // absent: the rig creates it
+	}
+	if st.Type == unix.NSFS_MAGIC {
+		return nil // a live netns: a leftover rig of this prefix, which rig.Up reuses
+	}
+	return fmt.Errorf("%s exists but is not a network namespace (a stale, shadowed mount; cleared by reboot): pick another rig prefix, e.g. LANE_BENCH_ARGS='-prefix bl-b' make bench", p)
+}
