@@ -45,7 +45,8 @@ nothing to do.`,
 				ln.Name = n
 				saved, err := lane.ResolveSaved(&ln)
 				if err != nil {
-					return err
+					failed = append(failed, err)
+					continue
 				}
 				rep, err := lane.Down(c.Context(), saved, lane.DownOptions{Out: g.streams.Out, Verbose: g.verbose, Force: force})
 				switch {

@@ -139,7 +139,9 @@ func (c *Checker) checkDocker(ctx context.Context, add func(string, CheckStatus,
 		return
 	}
 	add("docker", Pass, "Docker API "+ping.APIVersion, "")
-	if nodes, err := provider.NewWithClient(cli).Nodes(pctx, c.Lane.ClusterName()); err == nil && len(nodes) > 0 {
+	if nodes, err := provider.NewWithClient(cli).Nodes(pctx, c.Lane.ClusterName()); err != nil {
+		add("cluster-name", Fail, "listing k3d clusters: "+err.Error(), "check Docker")
+	} else if len(nodes) > 0 {
 		add("cluster-name", Fail, fmt.Sprintf("a k3d cluster named %s already exists (%d nodes)", c.Lane.ClusterName(), len(nodes)),
 			"pick another --name, or 'sriov-lane down --name "+c.Lane.Name+"' if it is this tool's lane")
 	} else {

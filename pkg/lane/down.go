@@ -49,7 +49,10 @@ func ResolveSaved(l *config.Lane) (*config.Lane, error) {
 	}
 	saved := &config.Lane{}
 	if err := config.DecodeStrict(b, saved); err != nil {
-		return nil, fmt.Errorf("reading saved config %s: %w", SavedConfigPath(l), err)
+		// The journal alone is enough to tear down; never let a damaged
+		// copy of the config keep PFs away from the host.
+		fmt.Fprintf(os.Stderr, "warning: ignoring unreadable saved config %s (%v); using the given settings\n", SavedConfigPath(l), err)
+		return l, nil
 	}
 	config.SetDefaults(saved)
 	return saved, nil

@@ -53,6 +53,15 @@ func stepLease(ctx context.Context, c *Context) error {
 
 func stepCreateCluster(ctx context.Context, c *Context) error {
 	rec := provider.ClusterRecord{Name: c.Lane.ClusterName()}
+	// Checked before the intent is journalled: an undo of this lane must
+	// never delete a cluster of the same name that is not its own.
+	nodes, err := c.Provider.Nodes(ctx, rec.Name)
+	if err != nil {
+		return err
+	}
+	if len(nodes) > 0 {
+		return fmt.Errorf("k3d cluster %s %w (%d nodes): pick another --name, or remove it if it is a leftover", rec.Name, provider.ErrExists, len(nodes))
+	}
 	var entries []*journal.Entry
 	ops := []string{provider.OpCluster}
 	if c.Lane.RegistryEnabled() {
@@ -65,7 +74,7 @@ func stepCreateCluster(ctx context.Context, c *Context) error {
 		}
 		entries = append(entries, e)
 	}
-	err := c.Provider.Create(ctx, c.Lane, provider.CreateOptions{
+	err = c.Provider.Create(ctx, c.Lane, provider.CreateOptions{
 		Progress: func(node, msg string) { c.Status.Detailf("%s: %s", node, msg) },
 	})
 	if errors.Is(err, provider.ErrExists) {
@@ -89,7 +98,9 @@ func stepCreateCluster(ctx context.Context, c *Context) error {
 	if c.Kubeconfig == "" {
 		c.Kubeconfig = DefaultKubeconfig(c.Lane)
 	}
-	if err := c.Provider.WriteKubeconfig(ctx, c.Lane.ClusterName(), c.Kubeconfig); err != nil {
+	if err := writeOutsideFile(c, c.Kubeconfig, func(p string) error {
+		return c.Provider.WriteKubeconfig(ctx, c.Lane.ClusterName(), p)
+	}); err != nil {
 		return err
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
@@ -118,7 +129,7 @@ func stepPrepareNodes(ctx context.Context, c *Context) error {
 func stepBindPFs(ctx context.Context, c *Context) error {
 	k := c.Lane.PFsPerNode
 	for i, agent := range c.Agents {
-		target := sriov.ContainerTarget{ID: agent.ContainerID, Docker: c.Docker}
+		target := sriov.ContainerTarget{ID: agent.ContainerID, Name: agent.Name, Docker: c.Docker}
 		for _, pf := range c.Leased[i*k : (i+1)*k] {
 			name, err := c.SRIOV.MovePF(ctx, pf, target)
 			if err != nil {
@@ -145,7 +156,7 @@ func stepVFs(ctx context.Context, c *Context) error {
 		a := agentByName[p.Node]
 		vfs, err := c.SRIOV.ConfigureVFs(ctx, p.PF, sriov.VFOptions{
 			Count: c.Lane.VFsPerPF, Mode: mode,
-			Target: sriov.ContainerTarget{ID: a.ContainerID, Docker: c.Docker},
+			Target: sriov.ContainerTarget{ID: a.ContainerID, Name: a.Name, Docker: c.Docker},
 		})
 		if err != nil {
 			return fmt.Errorf("creating VFs on %s in %s: %w", p.PF, p.Node, err)

@@ -91,18 +91,32 @@ func saveConfig(l *config.Lane) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(SavedConfigPath(l), b, 0o600); err != nil {
+	// Atomically: a torn file would stop `down --name` from reading it.
+	tmp := SavedConfigPath(l) + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("saving lane config: %w", err)
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return fmt.Errorf("saving lane config: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("saving lane config: %w", err)
+	}
+	f.Close()
+	if err := os.Rename(tmp, SavedConfigPath(l)); err != nil {
 		return fmt.Errorf("saving lane config: %w", err)
 	}
 	return nil
 }
 
+// removeLaneDir deletes the lane's directory once its journal is empty:
+// what is left there (saved config, kubeconfig, machine-ids, a temp file a
+// kill left behind) belongs to the lane alone.
 func removeLaneDir(l *config.Lane) {
-	for _, f := range []string{SavedConfigPath(l), DefaultKubeconfig(l)} {
-		os.Remove(f)
-	}
-	os.RemoveAll(l.LaneDir() + "/machine-id")
-	os.Remove(l.LaneDir())
+	os.RemoveAll(l.LaneDir())
 }
 
 // PreflightError is a failed preflight: nothing on the host was changed.

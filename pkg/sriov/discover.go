@@ -153,11 +153,21 @@ func linkByMAC(h *netlink.Handle, mac string) (netlink.Link, error) {
 		return nil, err
 	}
 	for _, l := range links {
+		if stacked[l.Type()] {
+			continue
+		}
 		if strings.EqualFold(l.Attrs().HardwareAddr.String(), mac) {
 			return l, nil
 		}
 	}
 	return nil, nil
+}
+
+// stacked are link types that inherit (or may share) a lower device's MAC:
+// a VLAN or bridge on the PF must never be mistaken for the PF itself.
+var stacked = map[string]bool{
+	"vlan": true, "macvlan": true, "macvtap": true, "ipvlan": true, "ipvtap": true,
+	"bridge": true, "bond": true, "team": true, "vxlan": true,
 }
 
 // defaultRouteLinks returns the indexes of links carrying a default route.

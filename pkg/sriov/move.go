@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -27,10 +28,13 @@ type MoveRecord struct {
 	MAC  string `json:"mac"`
 	// Name is the link's name where it was found; MovedAs its name while
 	// in the target (different after a collision rename).
-	Name       string     `json:"name"`
-	MovedAs    string     `json:"movedAs"`
-	Origin     NetnsID    `json:"origin"`
-	MTU        int        `json:"mtu"`
+	Name    string  `json:"name"`
+	MovedAs string  `json:"movedAs"`
+	Origin  NetnsID `json:"origin"`
+	MTU     int     `json:"mtu"`
+	// LinkType tells a physical device (returns to init when its netns
+	// dies) from a veth stand-in (destroyed with it).
+	LinkType   string     `json:"linkType,omitempty"`
 	AdminUp    bool       `json:"adminUp"`
 	Target     TargetSpec `json:"target"`
 	TargetDesc string     `json:"targetDesc"`
@@ -46,6 +50,8 @@ type RenameRecord struct {
 	From   string  `json:"from"`
 	To     string  `json:"to"`
 	Origin NetnsID `json:"origin"`
+	// AdminUp is the state before the rename took the link down.
+	AdminUp bool `json:"adminUp"`
 }
 
 // CollisionName is the deterministic name a link of PCI address pci takes
@@ -101,13 +107,13 @@ func (s *Session) moveLink(ctx context.Context, what, pci, mac string, t NetnsTa
 	}
 	a := link.Attrs()
 	rec := MoveRecord{What: what, PCI: pci, MAC: mac, Name: a.Name, MovedAs: a.Name, Origin: oid,
-		MTU: a.MTU, AdminUp: a.Flags&net.FlagUp != 0, Target: t.Spec(), TargetDesc: t.String()}
+		MTU: a.MTU, AdminUp: a.Flags&net.FlagUp != 0, Target: t.Spec(), TargetDesc: t.String(), LinkType: link.Type()}
 	if _, err := th.LinkByName(a.Name); err == nil {
 		rec.MovedAs = CollisionName(pci)
 		if _, err := th.LinkByName(rec.MovedAs); err == nil {
 			return "", fmt.Errorf("both %s and %s are taken in %s", a.Name, rec.MovedAs, t)
 		}
-		if err := s.rename(oh, link, RenameRecord{PCI: pci, MAC: mac, From: a.Name, To: rec.MovedAs, Origin: oid}); err != nil {
+		if err := s.rename(oh, link, RenameRecord{PCI: pci, MAC: mac, From: a.Name, To: rec.MovedAs, Origin: oid, AdminUp: rec.AdminUp}); err != nil {
 			return "", err
 		}
 		s.logf("%s %s (%s) renamed %s: %s already has a link named %s", what, a.Name, pci, rec.MovedAs, t, a.Name)
@@ -167,10 +173,18 @@ func (d Deps) undoRename(rec RenameRecord) (string, error) {
 	if l == nil {
 		return fmt.Sprintf("link %s (%s) not in this netns; nothing to rename", rec.From, rec.PCI), nil
 	}
-	if l.Attrs().Name == rec.From {
-		return "", nil
+	if l.Attrs().Name != rec.From {
+		if err := setName(oh, l, rec.From); err != nil {
+			return "", err
+		}
 	}
-	return "", setName(oh, l, rec.From)
+	// A kill between the rename and the move leaves the link down.
+	if rec.AdminUp && l.Attrs().Flags&net.FlagUp == 0 {
+		if err := oh.LinkSetUp(l); err != nil {
+			return "", fmt.Errorf("setting %s up again: %w", rec.From, err)
+		}
+	}
+	return "", nil
 }
 
 // originHandle opens the current netns after checking it is the one the
@@ -220,12 +234,24 @@ func (d Deps) returnLink(ctx context.Context, rec MoveRecord) (string, error) {
 			return "", err
 		}
 	}
-	if l == nil {
+	// A physical device whose netns died is handed back to init by the
+	// kernel's netns cleanup, which can lag: wait for it rather than mark it
+	// returned while it is still in transit. Veth stand-ins die with the netns.
+	deadline := time.Now().Add(d.returnWait())
+	for l == nil {
 		if err := d.fetchFromInit(cur, oh, rec.MAC); err != nil {
 			return "", fmt.Errorf("returning %s: %w", rec.label(), err)
 		}
 		if l, err = linkByMAC(oh, rec.MAC); err != nil {
-			return "", err
+			return "", fmt.Errorf("returning %s: %w", rec.label(), err)
+		}
+		if l != nil || rec.LinkType == "veth" || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("returning %s: waiting for it to reappear: %w", rec.label(), ctx.Err())
+		case <-time.After(200 * time.Millisecond):
 		}
 	}
 	if l == nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
+	"github.com/sriov-lane/sriov-lane/pkg/lane/journal"
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
 	"github.com/sriov-lane/sriov-lane/test/rig"
 	"github.com/sriov-lane/sriov-lane/test/sriovtest"
@@ -168,5 +169,59 @@ func TestMoveIntoContainer(t *testing.T) {
 	joined := strings.Join(notes, "\n")
 	if !strings.Contains(joined, "PF "+pfs[1].Name+" ("+pfs[1].PCI+") not found") || !strings.Contains(joined, "is gone") {
 		t.Fatalf("notes do not report the lost stand-in PF: %q", notes)
+	}
+}
+
+// TestStopBetweenRenameAndMoveRestoresAdminState stops a move right after
+// the collision rename (as a kill -9 there would): the PF is still on the
+// host, renamed and down, and the undo must give back its name AND its up
+// state.
+func TestStopBetweenRenameAndMoveRestoresAdminState(t *testing.T) {
+	r := rig.NewForTest(t, 1, "sx-u")
+	target := newNetns(t, "sx-upst")
+	pfs := discover(t, r)
+	pf0, _ := netlink.LinkByName(pfs[0].Name)
+	if err := netlink.LinkSetUp(pf0); err != nil {
+		t.Fatal(err)
+	}
+	ns, err := netns.GetFromPath(string(target))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if err := h.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: pfs[0].Name}}); err != nil {
+		t.Fatal(err)
+	}
+	j, _ := openJournal(t)
+	s := newSession(t, r, j)
+	type stop struct{}
+	s.AfterRecord = func(op string, phase journal.Phase) {
+		if op == sriov.OpRename && phase == journal.Done {
+			panic(stop{})
+		}
+	}
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				if _, ok := p.(stop); !ok {
+					panic(p)
+				}
+			}
+		}()
+		s.MovePF(testCtx(t), pfs[0], target)
+		t.Fatal("move did not stop after the rename")
+	}()
+	mid := findByMAC(t, "", pfs[0].MAC)
+	if mid.Name != sriov.CollisionName(pfs[0].PCI) || mid.Up {
+		t.Fatalf("after the rename the PF is %+v, want renamed and down", mid)
+	}
+	reverse(t, j, s.Deps())
+	if got := findByMAC(t, "", pfs[0].MAC); got.Name != pfs[0].Name || !got.Up {
+		t.Fatalf("PF back as %+v, want %s and up", got, pfs[0].Name)
 	}
 }

@@ -33,6 +33,8 @@ type TargetSpec struct {
 	PID  int    `json:"pid,omitempty"`
 	Path string `json:"path,omitempty"`
 	ID   string `json:"id,omitempty"`
+	// Name is the container's name, for people; ID is what is resolved.
+	Name string `json:"name,omitempty"`
 }
 
 // ContainerInspector is the part of the Docker client a container target
@@ -60,6 +62,7 @@ func (p PathTarget) Spec() TargetSpec                             { return Targe
 // ContainerTarget is the netns of a running Docker container.
 type ContainerTarget struct {
 	ID     string
+	Name   string
 	Docker ContainerInspector
 }
 
@@ -79,8 +82,15 @@ func (c ContainerTarget) Open(ctx context.Context) (netns.NsHandle, error) {
 	}
 	return openNetnsPath(fmt.Sprintf("/proc/%d/ns/net", info.State.Pid))
 }
-func (c ContainerTarget) String() string   { return "container " + c.ID }
-func (c ContainerTarget) Spec() TargetSpec { return TargetSpec{Kind: "container", ID: c.ID} }
+func (c ContainerTarget) String() string {
+	if c.Name != "" {
+		return c.Name
+	}
+	return "container " + c.ID
+}
+func (c ContainerTarget) Spec() TargetSpec {
+	return TargetSpec{Kind: "container", ID: c.ID, Name: c.Name}
+}
 
 func isNotFound(err error) bool { return client.IsErrNotFound(err) }
 
@@ -103,7 +113,7 @@ func (d Deps) Target(spec TargetSpec) (NetnsTarget, error) {
 	case "path":
 		return PathTarget(spec.Path), nil
 	case "container":
-		return ContainerTarget{ID: spec.ID, Docker: d.Docker}, nil
+		return ContainerTarget{ID: spec.ID, Name: spec.Name, Docker: d.Docker}, nil
 	}
 	return nil, fmt.Errorf("unknown netns target kind %q", spec.Kind)
 }

@@ -18,6 +18,9 @@ type Deps struct {
 	// Force returns PFs to the current netns even when it is not the one
 	// they were taken from.
 	Force bool
+	// ReturnWait bounds the wait for a physical PF whose node netns died to
+	// reappear in the init netns (DefaultReturnWait when zero).
+	ReturnWait time.Duration
 }
 
 // Undoers reverses every operation this package journals. Each undo is
@@ -123,4 +126,15 @@ func (d Deps) undoBind(ctx context.Context, rec BindRecord) (string, error) {
 		}
 	}
 	return "", nil
+}
+
+// DefaultReturnWait is how long down waits for a physical PF to come back
+// from a dead netns before reporting it missing.
+const DefaultReturnWait = 60 * time.Second
+
+func (d Deps) returnWait() time.Duration {
+	if d.ReturnWait > 0 {
+		return d.ReturnWait
+	}
+	return DefaultReturnWait
 }

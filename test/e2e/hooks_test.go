@@ -71,7 +71,7 @@ func TestKubevirtciProviderHooksAndExport(t *testing.T) {
 		}
 	}
 	cp, _ := os.ReadFile(filepath.Join(dir, "config-provider-e2e-h.sh"))
-	for _, want := range []string{"master_ip=127.0.0.1", "kubeconfig=" + filepath.Join(dir, ".kubeconfig"), "kubectl="} {
+	for _, want := range []string{"master_ip=127.0.0.1", "kubeconfig='" + filepath.Join(dir, ".kubeconfig") + "'", "kubectl='"} {
 		if !strings.Contains(string(cp), want) {
 			t.Errorf("config-provider file lacks %q:\n%s", want, cp)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -31,7 +32,13 @@ func TestUpStatusDown(t *testing.T) {
 	r := rig.NewForTest(t, 2, "rge")
 	l := newLane(t, r, "e2e-a", 16443)
 
-	res := run(t, nil, "up", "--config", l.path)
+	// A kubeconfig asked for outside the state dir replaces an existing file
+	// for the lane's life and is given back by down.
+	userKubeconfig := filepath.Join(r.Dir, "user-kubeconfig")
+	if err := os.WriteFile(userKubeconfig, []byte("# the user's own\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res := run(t, nil, "up", "--config", l.path, "--kubeconfig", userKubeconfig)
 	if res.code != 0 {
 		t.Fatalf("up failed")
 	}
@@ -41,7 +48,10 @@ func TestUpStatusDown(t *testing.T) {
 		}
 	}
 	// allocatable 6 on both agents, read through the lane's kubeconfig.
-	cfg, err := clientcmd.BuildConfigFromFlags("", l.cfg.StateDir+"/lanes/e2e-a/kubeconfig")
+	if fi, err := os.Stat(userKubeconfig); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("kubeconfig %s: %v, mode %v; want 0600", userKubeconfig, err, fi.Mode())
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", userKubeconfig)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,6 +99,9 @@ func TestUpStatusDown(t *testing.T) {
 	}
 	t.Logf("down took %s", time.Since(start))
 	assertLaneGone(t, r, l, r.State.PFs)
+	if b, _ := os.ReadFile(userKubeconfig); string(b) != "# the user's own\n" {
+		t.Errorf("down did not give the user's kubeconfig back: %q", b)
+	}
 	// down again: nothing to do, exit 0.
 	if res := l.down(t); res.code != 0 || !strings.Contains(res.output, "nothing to do") {
 		t.Errorf("second down: exit %d", res.code)

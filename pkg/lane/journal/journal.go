@@ -97,9 +97,22 @@ func Open(path string) (*Journal, error) {
 		return nil, fmt.Errorf("locking journal %s: %w", path, err)
 	}
 	j := &Journal{path: path, f: f, next: 1, bySeq: map[int]*Entry{}}
-	if err := j.load(); err != nil {
+	good, err := j.load()
+	if err != nil {
 		f.Close()
 		return nil, err
+	}
+	// Cut a torn last line off before appending, or the next record would
+	// be glued onto it and the journal would no longer parse.
+	if fi, err := f.Stat(); err == nil && fi.Size() > good {
+		if err := f.Truncate(good); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("cutting torn tail of journal %s: %w", path, err)
+		}
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return nil, err
+		}
 	}
 	return j, nil
 }
@@ -112,19 +125,22 @@ func Read(path string) ([]Entry, error) {
 	}
 	defer f.Close()
 	j := &Journal{path: path, f: f, next: 1, bySeq: map[int]*Entry{}}
-	if err := j.load(); err != nil {
+	if _, err := j.load(); err != nil {
 		return nil, err
 	}
 	return j.Entries(), nil
 }
 
-func (j *Journal) load() error {
+// load reads every record and returns the offset just past the last good
+// line.
+func (j *Journal) load() (int64, error) {
 	if _, err := j.f.Seek(0, 0); err != nil {
-		return err
+		return 0, err
 	}
 	sc := bufio.NewScanner(j.f)
 	sc.Buffer(make([]byte, 64*1024), 16*1024*1024)
 	line := 0
+	var good int64
 	for sc.Scan() {
 		line++
 		var r record
@@ -134,11 +150,12 @@ func (j *Journal) load() error {
 			if !sc.Scan() {
 				break
 			}
-			return fmt.Errorf("journal %s line %d is corrupt: %w", j.path, line, err)
+			return 0, fmt.Errorf("journal %s line %d is corrupt: %w", j.path, line, err)
 		}
+		good += int64(len(sc.Bytes())) + 1
 		j.apply(r)
 	}
-	return sc.Err()
+	return good, sc.Err()
 }
 
 func (j *Journal) apply(r record) {

@@ -117,9 +117,21 @@ func TestTornLastLineIsDropped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer j2.Close()
 	if n := len(j2.Pending()); n != 1 {
 		t.Fatalf("pending = %d", n)
+	}
+	// Appending after a torn tail must leave a journal that still parses.
+	if _, err := j2.Begin("t.b", nil); err != nil {
+		t.Fatal(err)
+	}
+	j2.Close()
+	j3, err := Open(p)
+	if err != nil {
+		t.Fatalf("journal unreadable after appending past a torn line: %v", err)
+	}
+	defer j3.Close()
+	if n := len(j3.Pending()); n != 2 {
+		t.Fatalf("pending = %d, want 2", n)
 	}
 }
 

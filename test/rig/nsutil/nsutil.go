@@ -12,6 +12,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 const netnsDir = "/var/run/netns"
@@ -28,6 +29,9 @@ func Exists(name string) bool {
 func Create(name string) error {
 	if Exists(name) {
 		return nil
+	}
+	if err := sharedNetnsDir(); err != nil {
+		return fmt.Errorf("creating netns %s: %w", name, err)
 	}
 	errc := make(chan error, 1)
 	go func() {
@@ -71,4 +75,28 @@ func Delete(name string) error {
 		errs = append(errs, fmt.Errorf("deleting netns %s: %w", name, err))
 	}
 	return errors.Join(errs...)
+}
+
+// sharedNetnsDir makes the netns directory a shared mount of its own, as
+// iproute2's `ip netns add` does on first use. Without it, a later
+// `ip netns add` by anyone stacks a bind mount over the directory and hides
+// the netns mounted here before, which then can no longer be deleted.
+func sharedNetnsDir() error {
+	if err := os.MkdirAll(netnsDir, 0o755); err != nil {
+		return err
+	}
+	err := unix.Mount("", netnsDir, "none", unix.MS_SHARED|unix.MS_REC, "")
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, unix.EINVAL) { // EINVAL: not a mount point yet
+		return fmt.Errorf("making %s shared: %w", netnsDir, err)
+	}
+	if err := unix.Mount(netnsDir, netnsDir, "none", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("bind-mounting %s: %w", netnsDir, err)
+	}
+	if err := unix.Mount("", netnsDir, "none", unix.MS_SHARED|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("making %s shared: %w", netnsDir, err)
+	}
+	return nil
 }
