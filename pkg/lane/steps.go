@@ -107,6 +107,9 @@ func stepCreateCluster(ctx context.Context, c *Context) error {
 	if err != nil {
 		return fmt.Errorf("loading kubeconfig %s: %w", c.Kubeconfig, err)
 	}
+	// A lane's few dozen requests must not queue behind client-go's default
+	// 5 requests/s limit.
+	cfg.QPS, cfg.Burst = 100, 200
 	c.Rest = cfg
 	c.Clientset, err = kubernetes.NewForConfig(cfg)
 	return err
