@@ -322,3 +322,31 @@ func TestBadInputChangesNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestNodesRestartedThenDown restarts every node container of a running
+// lane, as a Docker daemon restart does to them: new PIDs, new network
+// namespaces, and the veth stand-ins that were in the old ones destroyed.
+// down must still finish, report the lost stand-ins and leave nothing.
+func TestNodesRestartedThenDown(t *testing.T) {
+	requireRig(t)
+	r := rig.NewForTest(t, 2, "rgr")
+	l := newLane(t, r, "e2e-r", 16454)
+	if res := run(t, nil, "up", "--config", l.path); res.code != 0 {
+		t.Fatal("up failed")
+	}
+	cli := docker(t)
+	ctx := context.Background()
+	for _, n := range []string{"k3d-e2e-r-server-0", "k3d-e2e-r-agent-0", "k3d-e2e-r-agent-1"} {
+		if err := cli.ContainerRestart(ctx, n, container.StopOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := l.down(t)
+	if res.code != 0 {
+		t.Fatal("down after the nodes restarted failed")
+	}
+	if strings.Count(res.output, "not found") < 2 {
+		t.Errorf("down does not report both lost stand-ins")
+	}
+	assertLaneGone(t, r, l, nil)
+}
