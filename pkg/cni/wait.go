@@ -43,17 +43,7 @@ func nodeReady(n *corev1.Node) bool {
 func WaitNodesReady(ctx context.Context, cs kubernetes.Interface, names []string) error {
 	pending := slices.Clone(names)
 	err := watchUntil(ctx, listWatch(nodesLW(cs)), &corev1.Node{}, func(objs []any) (bool, error) {
-		ready := map[string]bool{}
-		for _, o := range objs {
-			n := o.(*corev1.Node)
-			ready[n.Name] = nodeReady(n)
-		}
-		pending = pending[:0]
-		for _, name := range names {
-			if !ready[name] {
-				pending = append(pending, name)
-			}
-		}
+		pending = notReady(objs, names, func(o any) (string, bool) { n := o.(*corev1.Node); return n.Name, nodeReady(n) })
 		return len(pending) == 0, nil
 	})
 	if err == nil {
@@ -231,17 +221,7 @@ func WaitPodsReady(ctx context.Context, cs kubernetes.Interface, namespace strin
 		return cs.CoreV1().Pods(namespace).Watch(ctx, o)
 	})
 	err := watchUntil(ctx, lw, &corev1.Pod{}, func(objs []any) (bool, error) {
-		ready := map[string]bool{}
-		for _, o := range objs {
-			p := o.(*corev1.Pod)
-			ready[p.Name] = podReady(p)
-		}
-		pending = pending[:0]
-		for _, n := range names {
-			if !ready[n] {
-				pending = append(pending, n)
-			}
-		}
+		pending = notReady(objs, names, func(o any) (string, bool) { p := o.(*corev1.Pod); return p.Name, podReady(p) })
 		return len(pending) == 0, nil
 	})
 	if err == nil {
@@ -261,4 +241,21 @@ func WaitPodsReady(ctx context.Context, cs kubernetes.Interface, namespace strin
 		writePod(dctx, &b, cs, p, "")
 	}
 	return errors.New(strings.TrimRight(b.String(), "\n"))
+}
+
+// notReady returns the names, in order, whose object in objs is missing or
+// not ready by readiness.
+func notReady(objs []any, names []string, readiness func(any) (name string, ready bool)) []string {
+	ready := map[string]bool{}
+	for _, o := range objs {
+		n, ok := readiness(o)
+		ready[n] = ok
+	}
+	var pending []string
+	for _, n := range names {
+		if !ready[n] {
+			pending = append(pending, n)
+		}
+	}
+	return pending
 }
