@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -28,6 +29,13 @@ PFs first, unless --retain.`,
 			l, err := lf.load()
 			if err != nil {
 				return err
+			}
+			// The k3d library leaves temp files behind (one hosts file per
+			// node); give it a private temp dir that goes with this process.
+			if tmp, err := os.MkdirTemp("", "sriov-lane-up-"); err == nil {
+				defer os.RemoveAll(tmp)
+				defer os.Setenv("TMPDIR", os.Getenv("TMPDIR"))
+				os.Setenv("TMPDIR", tmp)
 			}
 			timings, err := lane.Up(c.Context(), l, lane.UpOptions{
 				Out: g.streams.Out, Verbose: g.verbose, Retain: retain, KubevirtciDir: kubevirtci,

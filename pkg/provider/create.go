@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	k3dclient "github.com/k3d-io/k3d/v5/pkg/client"
@@ -70,6 +71,7 @@ func (p *Provider) Create(ctx context.Context, l *config.Lane, opts CreateOption
 			return fmt.Errorf("setting %s: %w", envToolsImage, err)
 		}
 	}
+	defer sweepK3dTempFiles()()
 
 	defer func() {
 		if err == nil || opts.Retain {
@@ -144,4 +146,28 @@ func (p *Provider) refuseExisting(ctx context.Context, name string, registry boo
 		}
 	}
 	return nil
+}
+
+// sweepK3dTempFiles works around k3d v5.9.0 leaving one k3d-hostsfile-* in
+// the temp dir per node per create (pkg/client/hooks.go never removes it):
+// it notes what is there now and returns a func that removes the new ones
+// once they are settled.
+func sweepK3dTempFiles() func() {
+	pattern := filepath.Join(os.TempDir(), "k3d-hostsfile-*")
+	before := map[string]bool{}
+	if m, err := filepath.Glob(pattern); err == nil {
+		for _, f := range m {
+			before[f] = true
+		}
+	}
+	return func() {
+		m, _ := filepath.Glob(pattern)
+		for _, f := range m {
+			// Another process's create may be between writing its file and
+			// reading it back (k3d sleeps 1 s there): leave fresh files.
+			if fi, err := os.Stat(f); err == nil && !before[f] && time.Since(fi.ModTime()) > 3*time.Second {
+				os.Remove(f)
+			}
+		}
+	}
 }
