@@ -14,7 +14,6 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
 	"github.com/sriov-lane/sriov-lane/pkg/lane/journal"
@@ -159,19 +158,7 @@ func newCrashEnv(t *testing.T, prefix, nsPrefix string) *crashEnv {
 	for i := range 2 {
 		c.targets = append(c.targets, string(newNetns(t, fmt.Sprintf("%s%d", nsPrefix, i))))
 	}
-	ns, err := netns.GetFromPath(c.targets[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	if err := h.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: r.State.PFs[0].Name}}); err != nil {
-		t.Fatal(err)
-	}
+	squat(t, c.targets[0], r.State.PFs[0].Name)
 	return c
 }
 

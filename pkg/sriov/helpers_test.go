@@ -162,3 +162,24 @@ func moveLinkTo(t *testing.T, mac, path string) {
 	}
 	t.Fatalf("no link with MAC %s to move", mac)
 }
+
+// squat adds a bridge named name inside the netns at path, so a PF of that
+// name collides there. It returns a handle in that netns (closed by the
+// test's cleanup); deleting the netns removes the bridge.
+func squat(t *testing.T, path, name string) *netlink.Handle {
+	t.Helper()
+	ns, err := netns.GetFromPath(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	if err := h.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: name}}); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 
 	"github.com/sriov-lane/sriov-lane/pkg/lane/journal"
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
@@ -82,20 +81,7 @@ func TestCollisionRenameAndRestore(t *testing.T) {
 	r := rig.NewForTest(t, 1, "sx-c")
 	target := newNetns(t, "sx-coll")
 	pfs := discover(t, r)
-	ns, err := netns.GetFromPath(string(target))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	// The squatter lives inside the netns; deleting the netns removes it.
-	if err := h.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: pfs[0].Name}}); err != nil {
-		t.Fatal(err)
-	}
+	h := squat(t, string(target), pfs[0].Name)
 	j, _ := openJournal(t)
 	s := newSession(t, r, j)
 	name, err := s.MovePF(testCtx(t), pfs[0], target)
@@ -184,19 +170,7 @@ func TestStopBetweenRenameAndMoveRestoresAdminState(t *testing.T) {
 	if err := netlink.LinkSetUp(pf0); err != nil {
 		t.Fatal(err)
 	}
-	ns, err := netns.GetFromPath(string(target))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	if err := h.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: pfs[0].Name}}); err != nil {
-		t.Fatal(err)
-	}
+	squat(t, string(target), pfs[0].Name)
 	j, _ := openJournal(t)
 	s := newSession(t, r, j)
 	type stop struct{}
