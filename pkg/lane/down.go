@@ -63,6 +63,9 @@ func ResolveSaved(l *config.Lane) (*config.Lane, error) {
 func Down(ctx context.Context, l *config.Lane, opts DownOptions) (DownReport, error) {
 	var rep DownReport
 	if _, err := os.Stat(JournalPath(l)); errors.Is(err, os.ErrNotExist) {
+		// An up killed before its journal existed changed nothing on the
+		// host but may have left its (empty) directory.
+		removeLaneDir(l)
 		rep.NothingToDo = true
 		return rep, nil
 	}
