@@ -128,3 +128,36 @@ func waitFor(ctx context.Context, timeout time.Duration, what string, cond func(
 		}
 	}
 }
+
+// writeShared writes value to a control file every process on the host
+// shares (a driver's bind/unbind, drivers_probe) and waits for its effect.
+// The kernel consumes each write synchronously, so on real hardware the
+// first write does it; where the file is only a file (a host /sys shim, the
+// test rig's emulator), a concurrent writer can replace ours before it is
+// read, so the write is issued again, a few times, within the deadline.
+// Repeating these writes is harmless: binding a bound device, unbinding an
+// unbound one or probing a bound one changes nothing.
+func writeShared(ctx context.Context, timeout time.Duration, path, value, what string, done func() (bool, error)) error {
+	if timeout <= 0 {
+		timeout = DefaultWait
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		if err := WriteFile(path, value); err != nil {
+			return err
+		}
+		attempt := max(min(sharedRetry, time.Until(deadline)), time.Millisecond)
+		err := waitFor(ctx, attempt, what, done)
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil:
+			return err
+		case !time.Now().Before(deadline):
+			return fmt.Errorf("waiting for %s: not done after %s", what, timeout)
+		}
+	}
+}
+
+// sharedRetry is how long writeShared waits before writing again.
+const sharedRetry = time.Second

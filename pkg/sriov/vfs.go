@@ -190,10 +190,8 @@ func (s *Session) bindVFIO(ctx context.Context, pf, vf string) error {
 		if err := WriteFile(s.Sysfs.Attr(vf, "driver_override"), ModeVFIO); err != nil {
 			return err
 		}
-		if err := WriteFile(s.Sysfs.DriverFile(ModeVFIO, "bind"), vf); err != nil {
-			return err
-		}
-		if err := waitDriver(ctx, s.Sysfs, s.Wait, vf, ModeVFIO); err != nil {
+		if err := writeShared(ctx, s.Wait, s.Sysfs.DriverFile(ModeVFIO, "bind"), vf,
+			fmt.Sprintf("driver of %s to become %q", vf, ModeVFIO), driverIs(s.Sysfs, vf, ModeVFIO)); err != nil {
 			return err
 		}
 		// Left set, the override would keep the VF on vfio-pci after the
@@ -215,10 +213,7 @@ func (s *Session) bindNetdevice(ctx context.Context, pf string, vf VF, target Ne
 		return vf, err
 	}
 	if cur == "" {
-		if err := WriteFile(s.Sysfs.DriversProbe(), vf.PCI); err != nil {
-			return vf, err
-		}
-		err := waitFor(ctx, s.Wait, "a kernel driver to bind "+vf.PCI, func() (bool, error) {
+		err := writeShared(ctx, s.Wait, s.Sysfs.DriversProbe(), vf.PCI, "a kernel driver to bind "+vf.PCI, func() (bool, error) {
 			d, err := s.Sysfs.Driver(vf.PCI)
 			return d != "", err
 		})
@@ -253,19 +248,13 @@ func unbind(ctx context.Context, sys Sysfs, wait time.Duration, bdf, driver stri
 	if driver == "" {
 		return nil
 	}
-	if err := WriteFile(sys.DriverFile(driver, "unbind"), bdf); err != nil {
-		return err
-	}
-	return waitDriver(ctx, sys, wait, bdf, "")
+	return writeShared(ctx, wait, sys.DriverFile(driver, "unbind"), bdf,
+		fmt.Sprintf("driver of %s to become %q", bdf, ""), driverIs(sys, bdf, ""))
 }
 
-// waitDriver waits until bdf's driver is want ("" for unbound).
-func waitDriver(ctx context.Context, sys Sysfs, wait time.Duration, bdf, want string) error {
-	return waitFor(ctx, wait, fmt.Sprintf("driver of %s to become %q", bdf, want), func() (bool, error) {
-		cur, err := sys.Driver(bdf)
-		if err != nil {
-			return false, err
-		}
-		return cur == want, nil
-	})
+func driverIs(sys Sysfs, bdf, want string) func() (bool, error) {
+	return func() (bool, error) {
+		d, err := sys.Driver(bdf)
+		return d == want, err
+	}
 }
