@@ -40,7 +40,8 @@ func writeRaw(t *testing.T, r *rig.Rig, name, body string) string {
 // it can read.
 func runAsNobody(t *testing.T, l *lane, args ...string) result {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "sriov-lane-nobody-")
+	// Not under TMPDIR: tests point it at their own 0700 temp dir.
+	dir, err := os.MkdirTemp("/tmp", "sriov-lane-nobody-")
 	if err != nil {
 		t.Fatal(err)
 	}

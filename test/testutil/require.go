@@ -58,6 +58,9 @@ func RequireDocker(t testing.TB) *client.Client {
 		return nil
 	}
 	t.Cleanup(func() { cli.Close() })
+	// The k3d library leaves a temp hosts file per node per cluster it
+	// creates; keep them in this test's temp dir, which is removed.
+	t.Setenv("TMPDIR", t.TempDir())
 	return cli
 }
 

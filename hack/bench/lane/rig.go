@@ -53,6 +53,12 @@ func newBench(ctx context.Context, o options) (*bench, error) {
 		return b, err
 	}
 	b.tmp, b.rigDir = tmp, filepath.Join(tmp, "rig")
+	// k3d leaves a temp hosts file per node per create: keep them in here.
+	k3dTmp := filepath.Join(tmp, "k3d")
+	if err := os.Mkdir(k3dTmp, 0o700); err != nil {
+		return b, err
+	}
+	os.Setenv("TMPDIR", k3dTmp)
 	st, err := rig.Up(ctx, rig.Options{Dir: b.rigDir, PFs: o.pfs, Prefix: o.prefix})
 	if err != nil {
 		return b, fmt.Errorf("rig up: %w", err)
