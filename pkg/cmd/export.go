@@ -32,11 +32,8 @@ the lane's PFs, the journal and the saved config. It changes nothing.`,
   sudo sriov-lane export logs --name lane2 "$ARTIFACTS"`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
-			l, err := lf.load()
+			l, err := lf.loadSaved()
 			if err != nil {
-				return err
-			}
-			if l, err = lane.ResolveSaved(l); err != nil {
 				return err
 			}
 			out, err := lane.ExportLogs(c.Context(), l, args[0])

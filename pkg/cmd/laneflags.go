@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sriov-lane/sriov-lane/pkg/lane"
 	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
 )
 
@@ -27,6 +28,16 @@ func addLaneFlags(c *cobra.Command, settings bool) *laneFlags {
 		lf.settings = config.AddFlags(c.Flags(), "name")
 	}
 	return lf
+}
+
+// loadSaved resolves the lane, then takes the config `up` saved for it, so
+// commands acting on an existing lane see exactly what up made.
+func (lf *laneFlags) loadSaved() (*config.Lane, error) {
+	l, err := lf.load()
+	if err != nil {
+		return nil, err
+	}
+	return lane.ResolveSaved(l)
 }
 
 // load resolves the lane config from flags, environment and file.

@@ -5,7 +5,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sriov-lane/sriov-lane/pkg/lane"
 	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
 	"github.com/sriov-lane/sriov-lane/pkg/provider"
 )
@@ -21,11 +20,8 @@ the quickest way to try a locally built image without the registry.`,
   sudo sriov-lane load --name lane2 my/image:tag other/image:tag`,
 		Args: usageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(c *cobra.Command, images []string) error {
-			l, err := lf.load()
+			l, err := lf.loadSaved()
 			if err != nil {
-				return err
-			}
-			if l, err = lane.ResolveSaved(l); err != nil {
 				return err
 			}
 			p, err := provider.New()

@@ -47,10 +47,7 @@ PFs first, unless --retain.`,
 			for _, t := range timings {
 				total += t.Duration.Seconds()
 			}
-			kc := l.Kubeconfig
-			if kc == "" {
-				kc = lane.DefaultKubeconfig(l)
-			}
+			kc := lane.KubeconfigPath(l)
 			fmt.Fprintf(g.streams.Out, "lane %s is up (%.1fs)\n  export KUBECONFIG=%s\n  sriov-lane status --name %s\n", l.Name, total, kc, l.Name)
 			return nil
 		},

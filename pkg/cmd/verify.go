@@ -27,17 +27,11 @@ quick end-to-end check on real hardware.`,
   sudo sriov-lane verify --name lane2 --timeout 5m`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			l, err := lf.load()
+			l, err := lf.loadSaved()
 			if err != nil {
 				return err
 			}
-			if l, err = lane.ResolveSaved(l); err != nil {
-				return err
-			}
-			kc := l.Kubeconfig
-			if kc == "" {
-				kc = lane.DefaultKubeconfig(l)
-			}
+			kc := lane.KubeconfigPath(l)
 			cfg, err := clientcmd.BuildConfigFromFlags("", kc)
 			if err != nil {
 				return fmt.Errorf("lane %s: loading kubeconfig %s (is the lane up?): %w", l.Name, kc, err)

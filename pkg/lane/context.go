@@ -51,11 +51,13 @@ type Placement struct {
 
 // Undoers reverses everything the lane journals.
 func (c *Context) Undoers() journal.Undoers {
-	return undoers(c.Lane, c.Docker, c.Provider)
+	return undoers(c.Lane, c.Docker, c.Provider, false)
 }
 
-func undoers(l *config.Lane, cli *client.Client, p *provider.Provider) journal.Undoers {
-	return sriov.Undoers(sriov.Deps{Sysfs: sriov.Sysfs{Root: l.SysfsRoot}, Docker: cli}).
+// undoers reverses everything the lane journals; force lets PFs return to
+// the current netns even if they were taken from another.
+func undoers(l *config.Lane, cli *client.Client, p *provider.Provider, force bool) journal.Undoers {
+	return sriov.Undoers(sriov.Deps{Sysfs: sriov.Sysfs{Root: l.SysfsRoot}, Docker: cli, Force: force}).
 		Merge(provider.Undoers(p), laneUndoers())
 }
 
@@ -75,3 +77,12 @@ func SavedConfigPath(l *config.Lane) string { return filepath.Join(l.LaneDir(), 
 
 // DefaultKubeconfig is where the kubeconfig goes when none is asked for.
 func DefaultKubeconfig(l *config.Lane) string { return filepath.Join(l.LaneDir(), "kubeconfig") }
+
+// KubeconfigPath is where the lane's kubeconfig is: the one asked for, or
+// the default in the lane dir.
+func KubeconfigPath(l *config.Lane) string {
+	if l.Kubeconfig != "" {
+		return l.Kubeconfig
+	}
+	return DefaultKubeconfig(l)
+}

@@ -85,7 +85,7 @@ func Describe(ctx context.Context, l *config.Lane) (*LaneStatus, error) {
 						ns.Ready = string(c.Status)
 					}
 				}
-				if q, ok := node.Status.Allocatable[corev1ResourceName(l.Resource())]; ok {
+				if q, ok := node.Status.Allocatable[corev1.ResourceName(l.Resource())]; ok {
 					ns.Allocatable = l.Resource() + "=" + q.String()
 				}
 			}
@@ -115,10 +115,7 @@ func Describe(ctx context.Context, l *config.Lane) (*LaneStatus, error) {
 }
 
 func clientsetFor(l *config.Lane) kubernetes.Interface {
-	kc := l.Kubeconfig
-	if kc == "" {
-		kc = DefaultKubeconfig(l)
-	}
+	kc := KubeconfigPath(l)
 	if _, err := os.Stat(kc); err != nil {
 		return nil
 	}
@@ -202,5 +199,3 @@ func FormatStatus(st *LaneStatus) string {
 	}
 	return b.String()
 }
-
-func corev1ResourceName(s string) corev1.ResourceName { return corev1.ResourceName(s) }

@@ -86,10 +86,7 @@ func Down(ctx context.Context, l *config.Lane, opts DownOptions) (DownReport, er
 	c := &Context{Lane: l, Journal: j, Status: status, Docker: cli, Provider: provider.NewWithClient(cli), Out: opts.Out}
 
 	if len(l.Hooks.PreDown) > 0 {
-		kc := l.Kubeconfig
-		if kc == "" {
-			kc = DefaultKubeconfig(l)
-		}
+		kc := KubeconfigPath(l)
 		status.Start("pre-down hooks")
 		err := runHooks(ctx, c, "pre-down", l.Hooks.PreDown, kc, PlacementsFromJournal(j.Entries()))
 		status.End(err)
@@ -100,8 +97,7 @@ func Down(ctx context.Context, l *config.Lane, opts DownOptions) (DownReport, er
 	}
 
 	status.Start("return PFs and delete lane")
-	u := sriov.Undoers(sriov.Deps{Sysfs: sriov.Sysfs{Root: l.SysfsRoot}, Docker: cli, Force: opts.Force}).
-		Merge(provider.Undoers(c.Provider), laneUndoers())
+	u := undoers(l, cli, c.Provider, opts.Force)
 	var started time.Time
 	err = journal.Reverse(ctx, j, u, journal.ReverseOptions{
 		KeepGoing: opts.Force,

@@ -94,10 +94,7 @@ func stepCreateCluster(ctx context.Context, c *Context) error {
 			return err
 		}
 	}
-	c.Kubeconfig = c.Lane.Kubeconfig
-	if c.Kubeconfig == "" {
-		c.Kubeconfig = DefaultKubeconfig(c.Lane)
-	}
+	c.Kubeconfig = KubeconfigPath(c.Lane)
 	if err := writeOutsideFile(c, c.Kubeconfig, func(p string) error {
 		return c.Provider.WriteKubeconfig(ctx, c.Lane.ClusterName(), p)
 	}); err != nil {
