@@ -14,32 +14,6 @@ import (
 	"github.com/sriov-lane/sriov-lane/pkg/lane/journal"
 )
 
-// OpFiles journals files the lane writes outside its state dir (kubevirtci
-// outputs), so down removes them.
-const OpFiles = "lane.files"
-
-type filesRecord struct {
-	Paths []string `json:"paths"`
-}
-
-func laneUndoers() journal.Undoers {
-	return journal.Undoers{
-		OpFile: undoFile,
-		OpFiles: func(_ context.Context, e *journal.Entry) (string, error) {
-			var r filesRecord
-			if err := e.Decode(&r); err != nil {
-				return "", err
-			}
-			for _, p := range r.Paths {
-				if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
-					return "", fmt.Errorf("removing %s: %w", p, err)
-				}
-			}
-			return "", nil
-		},
-	}
-}
-
 // stepOutputs writes what kubevirtci's cluster-up expects when asked:
 // .kubeconfig, .kubectl and config-provider-<name>.sh.
 func stepOutputs(ctx context.Context, c *Context) error {
@@ -52,23 +26,25 @@ func stepOutputs(ctx context.Context, c *Context) error {
 	}
 	kc, kubectl := filepath.Join(dir, ".kubeconfig"), filepath.Join(dir, ".kubectl")
 	provider := filepath.Join(dir, "config-provider-"+c.Lane.Name+".sh")
-	e, err := c.Journal.Begin(OpFiles, filesRecord{Paths: []string{kc, kubectl, provider}})
-	if err != nil {
-		return err
-	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	if err := c.Provider.WriteKubeconfig(ctx, c.Lane.ClusterName(), kc); err != nil {
+	if err := writeOutsideFile(c, kc, func(p string) error {
+		return c.Provider.WriteKubeconfig(ctx, c.Lane.ClusterName(), p)
+	}); err != nil {
 		return err
 	}
-	if err := c.Provider.CopyKubectl(ctx, c.Lane.ClusterName(), kubectl); err != nil {
+	if err := writeOutsideFile(c, kubectl, func(p string) error {
+		return c.Provider.CopyKubectl(ctx, c.Lane.ClusterName(), p)
+	}); err != nil {
 		return err
 	}
-	if err := os.WriteFile(provider, []byte(kubevirtciProviderConfig(c.Lane, kc, kubectl)), 0o644); err != nil {
-		return fmt.Errorf("writing %s: %w", provider, err)
-	}
-	return c.Journal.Done(e)
+	return writeOutsideFile(c, provider, func(p string) error {
+		if err := os.WriteFile(p, []byte(kubevirtciProviderConfig(c.Lane, kc, kubectl)), 0o644); err != nil {
+			return fmt.Errorf("writing %s: %w", p, err)
+		}
+		return nil
+	})
 }
 
 func kubevirtciProviderConfig(l *config.Lane, kubeconfig, kubectl string) string {
@@ -127,6 +103,8 @@ func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''
 // OpFile journals one file written outside the lane's state dir; its undo
 // restores what it replaced (kept in the lane dir) or removes it.
 const OpFile = "lane.file"
+
+func laneUndoers() journal.Undoers { return journal.Undoers{OpFile: undoFile} }
 
 type fileRecord struct {
 	Path   string `json:"path"`
