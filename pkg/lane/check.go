@@ -181,23 +181,20 @@ func (c *Checker) checkPFs(ctx context.Context, add func(string, CheckStatus, st
 		add("pfs", Fail, "PF discovery failed: "+err.Error(), "check --sysfs-root")
 		return
 	}
+	usable := 0
 	for _, pf := range rep.Usable {
 		st := Pass
 		msg := fmt.Sprintf("%s (%s) driver %s, totalvfs %d", pf.Name, pf.PCI, pf.Driver, pf.TotalVFs)
 		if pf.TotalVFs < l.VFsPerPF {
 			st = Warn
 			msg += fmt.Sprintf(": fewer than vfsPerPF=%d, not usable", l.VFsPerPF)
+		} else {
+			usable++
 		}
 		add("pf "+pf.Name, st, msg, "")
 	}
 	for _, pf := range rep.Excluded {
 		add("pf "+pf.Name, Warn, fmt.Sprintf("%s (%s) not chosen: %s", pf.Name, pf.PCI, pf.Note), "list it in pfs.include to use it anyway")
-	}
-	usable := 0
-	for _, pf := range rep.Usable {
-		if pf.TotalVFs >= l.VFsPerPF {
-			usable++
-		}
 	}
 	msg := fmt.Sprintf("%d usable SR-IOV PFs, need %d (agents %d x pfsPerNode %d)", usable, need, l.Agents, l.PFsPerNode)
 	if small := len(rep.Usable) - usable; small > 0 {

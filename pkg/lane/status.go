@@ -98,22 +98,23 @@ func (s *Status) Detailf(format string, args ...any) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	prefix := ""
-	if s.tty && s.stop != nil {
-		prefix = "\r\x1b[K"
-	}
-	fmt.Fprintf(s.out, "%s   %s\n", prefix, fmt.Sprintf(format, args...))
+	fmt.Fprintf(s.out, "%s   %s\n", s.clearSpinner(), fmt.Sprintf(format, args...))
 }
 
 // Infof prints a line always (warnings, notes from undo).
 func (s *Status) Infof(format string, args ...any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	prefix := ""
+	fmt.Fprintf(s.out, "%s ! %s\n", s.clearSpinner(), fmt.Sprintf(format, args...))
+}
+
+// clearSpinner returns what erases the spinner's line before a line is
+// printed while a step runs on a terminal. Call with s.mu held.
+func (s *Status) clearSpinner() string {
 	if s.tty && s.stop != nil {
-		prefix = "\r\x1b[K"
+		return "\r\x1b[K"
 	}
-	fmt.Fprintf(s.out, "%s ! %s\n", prefix, fmt.Sprintf(format, args...))
+	return ""
 }
 
 func round(d time.Duration) time.Duration {
