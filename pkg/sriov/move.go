@@ -84,15 +84,11 @@ func (s *Session) moveLink(ctx context.Context, what, pci, mac string, t NetnsTa
 		return "", fmt.Errorf("netlink in current netns: %w", err)
 	}
 	defer oh.Close()
-	tns, err := t.Open(ctx)
+	tns, th, err := openTarget(ctx, t)
 	if err != nil {
 		return "", err
 	}
 	defer tns.Close()
-	th, err := netlink.NewHandleAt(tns)
-	if err != nil {
-		return "", fmt.Errorf("netlink in %s: %w", t, err)
-	}
 	defer th.Close()
 
 	link, err := linkByMAC(oh, mac)
@@ -271,7 +267,7 @@ func (d Deps) fetchFromTarget(ctx context.Context, rec MoveRecord, cur netns.NsH
 	if err != nil {
 		return "", err
 	}
-	tns, err := t.Open(ctx)
+	tns, th, err := openTarget(ctx, t)
 	if errors.Is(err, ErrTargetGone) {
 		return fmt.Sprintf("%s is gone", t), nil
 	}
@@ -279,10 +275,6 @@ func (d Deps) fetchFromTarget(ctx context.Context, rec MoveRecord, cur netns.NsH
 		return "", err
 	}
 	defer tns.Close()
-	th, err := netlink.NewHandleAt(tns)
-	if err != nil {
-		return "", fmt.Errorf("netlink in %s: %w", t, err)
-	}
 	defer th.Close()
 	l, err := linkByMAC(th, rec.MAC)
 	if err != nil || l == nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/client"
+	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
@@ -147,4 +148,20 @@ func currentNetns() (netns.NsHandle, NetnsID, error) {
 		return -1, NetnsID{}, err
 	}
 	return h, id, nil
+}
+
+// openTarget resolves t's netns now and opens a netlink handle in it; the
+// caller closes both. Errors from resolving are returned as they are, so
+// ErrTargetGone can be told apart.
+func openTarget(ctx context.Context, t NetnsTarget) (netns.NsHandle, *netlink.Handle, error) {
+	tns, err := t.Open(ctx)
+	if err != nil {
+		return -1, nil, err
+	}
+	th, err := netlink.NewHandleAt(tns)
+	if err != nil {
+		tns.Close()
+		return -1, nil, fmt.Errorf("netlink in %s: %w", t, err)
+	}
+	return tns, th, nil
 }
