@@ -31,7 +31,7 @@ const (
 	DefaultNamespace      = "kube-system"
 	DefaultCNIConfDir     = "/etc/cni/net.d"
 	DefaultCNIBinDir      = "/opt/cni/bin"
-	DefaultK3sCNIBinDir   = "/var/lib/rancher/k3s/data/current/bin"
+	DefaultK3sBinDir      = "/bin"
 	DefaultFlannelCIDR    = "10.42.0.0/16"
 	DefaultCalicoCIDR     = "192.168.0.0/16"
 	DefaultMultusMemLimit = "512Mi"
@@ -83,9 +83,10 @@ type Options struct {
 	// /opt/cni/bin apply.
 	CNIConfDir string
 	CNIBinDir  string
-	// K3sCNIBinDir is where k3s ships its CNI plugins on each node.
-	K3sCNIBinDir string
-	// CNIPlugins are copied from K3sCNIBinDir into CNIBinDir (flannel mode).
+	// K3sBinDir is where k3s ships its CNI plugins on each node: the
+	// image's /bin (default), where k3d nodes unpack k3s's data archive.
+	K3sBinDir string
+	// CNIPlugins are copied from K3sBinDir into CNIBinDir (flannel mode).
 	CNIPlugins []string
 	// MultusMemoryLimit is the Multus daemon's memory limit (default 512Mi;
 	// upstream's 50Mi is OOM-killed, multus-cni#1346).
@@ -98,17 +99,21 @@ type Options struct {
 	Calico CalicoOptions
 }
 
-// CalicoOptions locate the Tigera operator manifest.
+// CalicoOptions locate the pinned Calico manifests.
 type CalicoOptions struct {
-	// ManifestFile, when set, is read instead of downloading (air-gapped
-	// hosts). It is still verified against SHA256.
-	ManifestFile string
-	// CacheDir caches the verified download. Empty disables caching.
+	// ManifestDir, when set, holds the release's manifests under their
+	// upstream names (air-gapped hosts); they are read instead of
+	// downloaded, and still verified against their pinned digests.
+	ManifestDir string
+	// CacheDir caches verified downloads. Empty disables caching.
 	CacheDir string
-	// URL and SHA256 default to CalicoOperatorManifestURL and
-	// CalicoOperatorManifestSHA256.
-	URL    string
-	SHA256 string
+	// BaseURL and Manifests default to CalicoManifestBaseURL and
+	// CalicoManifests.
+	BaseURL   string
+	Manifests []ManifestRef
+	// Offline never downloads: a manifest with no local copy is reported
+	// as pending (plan on a machine without network).
+	Offline bool
 	// HTTPClient defaults to a client with a 2-minute timeout.
 	HTTPClient *http.Client
 }
@@ -137,8 +142,8 @@ func (o Options) withDefaults() (Options, error) {
 	if o.CNIBinDir == "" {
 		o.CNIBinDir = DefaultCNIBinDir
 	}
-	if o.K3sCNIBinDir == "" {
-		o.K3sCNIBinDir = DefaultK3sCNIBinDir
+	if o.K3sBinDir == "" {
+		o.K3sBinDir = DefaultK3sBinDir
 	}
 	if len(o.CNIPlugins) == 0 {
 		o.CNIPlugins = slices.Clone(defaultCNIPlugins)
@@ -149,11 +154,11 @@ func (o Options) withDefaults() (Options, error) {
 	if o.MultusMemoryLimit == "" {
 		o.MultusMemoryLimit = DefaultMultusMemLimit
 	}
-	if o.Calico.URL == "" {
-		o.Calico.URL = CalicoOperatorManifestURL
+	if o.Calico.BaseURL == "" {
+		o.Calico.BaseURL = CalicoManifestBaseURL
 	}
-	if o.Calico.SHA256 == "" {
-		o.Calico.SHA256 = CalicoOperatorManifestSHA256
+	if len(o.Calico.Manifests) == 0 {
+		o.Calico.Manifests = slices.Clone(CalicoManifests)
 	}
 	switch o.CNI {
 	case CNIFlannel:

@@ -9,6 +9,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -185,7 +186,7 @@ func CNIOptions(l *config.Lane, pfNamesInNodes []string) cni.Options {
 		CNI: l.CNI, ResourcePrefix: l.ResourcePrefix, ResourceName: l.ResourceName,
 		NodeSelectorKey: key, NodeSelectorValue: val, PFNames: pfNamesInNodes,
 		VFDriver: l.VFDriver, ImageRegistryMirror: l.ImageRegistryMirror,
-		Calico: cni.CalicoOptions{ManifestFile: l.Calico.ManifestFile, CacheDir: l.StateDir + "/cache"},
+		Calico: cni.CalicoOptions{ManifestDir: l.Calico.ManifestDir, CacheDir: l.StateDir + "/cache"},
 	}
 }
 
@@ -232,8 +233,18 @@ func stepWait(ctx context.Context, c *Context) error {
 	if err := cni.WaitAllocatable(ctx, c.Clientset, want, c.Lane.Resource()); err != nil {
 		return err
 	}
-	if c.Lane.WaitDaemonSets() {
-		return cni.WaitDaemonSets(ctx, c.Clientset, c.objects)
+	if !c.Lane.WaitDaemonSets() {
+		return nil
+	}
+	if err := cni.WaitDaemonSets(ctx, c.Clientset, c.objects); err != nil {
+		return err
+	}
+	if c.Lane.CNI == config.CNICalico {
+		dyn, err := dynamic.NewForConfig(c.Rest)
+		if err != nil {
+			return fmt.Errorf("creating dynamic client: %w", err)
+		}
+		return cni.WaitCalico(ctx, c.Clientset, dyn)
 	}
 	return nil
 }

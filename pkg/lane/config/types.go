@@ -99,8 +99,11 @@ type Wait struct {
 
 // Calico settings for cni: calico.
 type Calico struct {
-	// ManifestFile replaces the pinned download (air-gapped hosts).
-	ManifestFile string `json:"manifestFile,omitempty"`
+	// ManifestDir holds the pinned release's manifests under their
+	// upstream names (operator-crds.yaml, tigera-operator.yaml) and
+	// replaces the download (air-gapped hosts); each is still checked
+	// against its pinned sha256.
+	ManifestDir string `json:"manifestDir,omitempty"`
 }
 
 // Hooks are commands run at fixed points of the lane's life.
