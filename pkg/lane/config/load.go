@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
+	yamlv3 "go.yaml.in/yaml/v3"
 	"sigs.k8s.io/yaml"
 )
 
@@ -219,10 +221,14 @@ func Load(src Source) (*Lane, error) {
 }
 
 // DecodeStrict decodes YAML (or JSON) into l, rejecting unknown fields and
-// naming them with their path.
+// naming them with their path, and a file of more than one document.
 func DecodeStrict(b []byte, l *Lane) error {
 	if len(bytes.TrimSpace(b)) == 0 {
 		return errors.New("file is empty")
+	}
+	b, err := oneDocument(b)
+	if err != nil {
+		return err
 	}
 	unknown, err := unknownFields(b)
 	if err != nil {
@@ -232,6 +238,54 @@ func DecodeStrict(b []byte, l *Lane) error {
 		return fmt.Errorf("unknown field(s) %s", strings.Join(unknown, ", "))
 	}
 	return yaml.UnmarshalStrict(b, l)
+}
+
+// oneDocument returns the lane config's one document. The YAML library
+// would read the first document and drop the rest without a word, so a
+// second document with content is refused. Empty documents (a stray `---`
+// at either end, or doubled) hold no settings and are skipped; documents are
+// numbered as the file has them, empty ones included.
+func oneDocument(b []byte) ([]byte, error) {
+	dec := yamlv3.NewDecoder(bytes.NewReader(b))
+	found, firstExtra, extraLine := 0, 0, 0
+	for n := 1; ; n++ {
+		var doc yamlv3.Node
+		err := dec.Decode(&doc)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("document %d: %w", n, err)
+		}
+		if emptyDocument(&doc) {
+			continue
+		}
+		found++
+		switch {
+		case found == 1 && n > 1:
+			// Empty documents came first: hand on this one alone, since
+			// the decoder behind DecodeStrict would stop at the first.
+			if b, err = yamlv3.Marshal(&doc); err != nil {
+				return nil, fmt.Errorf("document %d: %w", n, err)
+			}
+		case found == 2:
+			firstExtra, extraLine = n, doc.Content[0].Line
+		}
+	}
+	if found > 1 {
+		return nil, fmt.Errorf("document %d (line %d): a lane config holds one document; found %d", firstExtra, extraLine, found)
+	}
+	return b, nil
+}
+
+// emptyDocument reports whether doc holds nothing: YAML reads an empty
+// document (or one of comments only) as a single null.
+func emptyDocument(doc *yamlv3.Node) bool {
+	if len(doc.Content) != 1 {
+		return len(doc.Content) == 0
+	}
+	c := doc.Content[0]
+	return c.Kind == yamlv3.ScalarNode && c.Tag == "!!null"
 }
 
 // Marshal renders l as YAML (defaulted, as `plan` prints it).

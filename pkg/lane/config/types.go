@@ -77,7 +77,8 @@ type Registry struct {
 }
 
 // PFSelect narrows which PFs the lane may take. Entries are interface
-// names, PCI addresses or globs of either.
+// names, PCI addresses or globs of either; a PF the host uses (default route,
+// global address) is taken only when Include names it exactly.
 type PFSelect struct {
 	Include []string `json:"include,omitempty"`
 	Exclude []string `json:"exclude,omitempty"`
