@@ -30,6 +30,9 @@ type Context struct {
 	KubevirtciDir string
 	// AfterStep runs after each successful step (crash tests stop here).
 	AfterStep func(step string)
+	// Retain keeps what a failed up made (--retain), down to what a failed
+	// k3d create leaves.
+	Retain bool
 
 	// Filled in by the steps.
 	Leased     []sriov.PF

@@ -75,9 +75,7 @@ func stepCreateCluster(ctx context.Context, c *Context) error {
 		}
 		entries = append(entries, e)
 	}
-	err = c.Provider.Create(ctx, c.Lane, provider.CreateOptions{
-		Progress: func(node, msg string) { c.Status.Detailf("%s: %s", node, msg) },
-	})
+	err = c.Provider.Create(ctx, c.Lane, createOptions(c))
 	if errors.Is(err, provider.ErrExists) {
 		// Not ours: the undo must never delete someone else's cluster.
 		for _, e := range entries {
@@ -111,6 +109,17 @@ func stepCreateCluster(ctx context.Context, c *Context) error {
 	c.Rest = cfg
 	c.Clientset, err = kubernetes.NewForConfig(cfg)
 	return err
+}
+
+// createOptions are the provider's options for the lane's cluster. --retain
+// must reach the provider as well: it removes what a failed k3d create made
+// unless told to keep it, before the step's own rollback is even asked.
+func createOptions(c *Context) provider.CreateOptions {
+	return provider.CreateOptions{
+		Progress: func(node, msg string) { c.Status.Detailf("%s: %s", node, msg) },
+		Note:     func(msg string) { c.Status.Infof("%s", msg) },
+		Retain:   c.Retain,
+	}
 }
 
 func stepPrepareNodes(ctx context.Context, c *Context) error {

@@ -19,6 +19,28 @@ type HostFacts struct {
 	VFIODir bool
 	// LibModules is true when /lib/modules exists on the host.
 	LibModules bool
+	// Cgroup is the host's cgroup mode (CgroupUnknown when undetectable:
+	// kubelet then keeps its own default, and check says why).
+	Cgroup CgroupMode
+}
+
+// kubeletAllowCgroupV1 lets kubelet start on a cgroup v1 host. Kubelet
+// refuses v1 by default since 1.35: failCgroupV1 defaults to true in the
+// release the default k3s image ships (kubernetes/kubernetes
+// pkg/kubelet/apis/config/v1beta1/defaults.go@v1.35.5, and the field's doc,
+// staging/src/k8s.io/kubelet/config/v1beta1/types.go@v1.35.5: "Default:
+// true"); --fail-cgroupv1 is the flag form, kept undeprecated
+// (cmd/kubelet/app/options/options.go@v1.35.5).
+const kubeletAllowCgroupV1 = "fail-cgroupv1=false"
+
+// Notes are the host facts that change the cluster, in words, for up to
+// print: a user on such a host should know the lane differs from the default.
+func (h HostFacts) Notes() []string {
+	var out []string
+	if h.Cgroup.V1() {
+		out = append(out, "host uses "+h.Cgroup.Describe()+": passing kubelet "+kubeletAllowCgroupV1+" to every node")
+	}
+	return out
 }
 
 const (
@@ -37,7 +59,8 @@ var clusterCIDR = map[string]string{
 // l.Agents agents, no load balancer, the API on 127.0.0.1:l.APIPort, k3s's
 // own flannel, network policy and traefik off (the lane deploys its CNI),
 // agents set up for the CPU manager, VFIO and kernel modules, a distinct
-// /etc/machine-id per node and the registries config.
+// /etc/machine-id per node, every kubelet allowed to run on a cgroup v1 host
+// and the registries config.
 func ClusterConfig(l *config.Lane, host HostFacts) (*v1alpha5.SimpleConfig, error) {
 	cidr, ok := clusterCIDR[l.CNI]
 	if !ok {
@@ -85,6 +108,13 @@ func ClusterConfig(l *config.Lane, host HostFacts) (*v1alpha5.SimpleConfig, erro
 	}
 	for _, a := range kubeletArgs(l.Kubelet) {
 		sc.Options.K3sOptions.ExtraArgs = append(sc.Options.K3sOptions.ExtraArgs, v1alpha5.K3sArgWithNodeFilters{Arg: "--kubelet-arg=" + a, NodeFilters: agents})
+	}
+	if host.Cgroup.V1() {
+		// The server runs a kubelet too (k3s server is also a node): without
+		// this it would refuse to start and the cluster never comes up.
+		sc.Options.K3sOptions.ExtraArgs = append(sc.Options.K3sOptions.ExtraArgs, v1alpha5.K3sArgWithNodeFilters{
+			Arg: "--kubelet-arg=" + kubeletAllowCgroupV1, NodeFilters: []string{"server:*", "agent:*"},
+		})
 	}
 	sc.Options.K3sOptions.NodeLabels = []v1alpha5.LabelWithNodeFilters{
 		{Label: "node-role.kubernetes.io/worker=worker", NodeFilters: agents},
