@@ -20,10 +20,10 @@ containers removed by hand, Docker restarted, up killed): every PF goes back to 
 network namespace it was found in, under its original name, with numvfs 0; then the
 cluster and registry are deleted and the leases released. It exits 0 when there is
 nothing to do.`,
-		Example: `  sudo sriov-lane down
-  sudo sriov-lane down --name lane2
-  sudo sriov-lane down --all
-  sudo sriov-lane down --config lane.yaml --force`,
+		Example: `  sriov-lane down
+  sriov-lane down --name lane2
+  sriov-lane down --all
+  sriov-lane down --config lane.yaml --force`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			l, err := lf.load()

@@ -17,9 +17,9 @@ func newStatusCmd(g *globals) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "status",
 		Short: "Show lanes, or one lane's nodes, PFs, VFs and allocatable",
-		Example: `  sudo sriov-lane status                  # every lane of this host
-  sudo sriov-lane status --name sriov
-  sudo sriov-lane status --name sriov -o json`,
+		Example: `  sriov-lane status                  # every lane of this host
+  sriov-lane status --name sriov
+  sriov-lane status --name sriov -o json`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if output != "text" && output != "json" {
