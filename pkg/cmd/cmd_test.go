@@ -29,6 +29,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{"plan", "-o", "xml"},
 		{"version", "extra-arg"},
 		{"plan", "--config", "/nonexistent/lane.yaml"},
+		{"up", "--kubevirtci", "/", "--state-dir", "/nonexistent/never-created"},
 	} {
 		if code, out := runCLI(t, args...); code != ExitUsage {
 			t.Errorf("%v: exit %d, want 2:\n%s", args, code, out)
