@@ -2,8 +2,10 @@ package config
 
 import "time"
 
-// Pinned defaults. K3sImage pairs with the k3d library version in go.mod
-// (k3d v5.9.0 defaults to this k3s line).
+// Pinned defaults. K3sImage must be pinned here: k3d used as a library
+// defaults to rancher/k3s:v1.32.5-k3s1 (k3d-io/k3d version/version.go@v5.9.0;
+// only k3d's release binaries substitute the stable channel at build time),
+// and the pinned Calico (pkg/cni CalicoVersion) is tested on 1.34-1.36.
 const (
 	DefaultName           = "sriov"
 	DefaultK3sImage       = "rancher/k3s:v1.35.5-k3s1"
