@@ -37,6 +37,7 @@ type Context struct {
 	// Filled in by the steps.
 	Leased     []sriov.PF
 	Agents     []provider.Node
+	Pins       map[string]sriov.PinnedTarget // by agent name
 	Placements []Placement
 	Kubeconfig string
 	Rest       *rest.Config
@@ -60,7 +61,7 @@ func (c *Context) Undoers() journal.Undoers {
 // undoers reverses everything the lane journals; force lets PFs return to
 // the current netns even if they were taken from another.
 func undoers(l *config.Lane, cli *client.Client, p *provider.Provider, force bool) journal.Undoers {
-	return sriov.Undoers(sriov.Deps{Sysfs: sriov.Sysfs{Root: l.SysfsRoot}, Docker: cli, Force: force}).
+	return sriov.Undoers(sriov.Deps{Sysfs: sriov.Sysfs{Root: l.SysfsRoot}, Docker: cli, Force: force, VFIODir: l.VFIODir}).
 		Merge(provider.Undoers(p), laneUndoers())
 }
 
@@ -69,6 +70,12 @@ func (c *Context) finish() {
 	if err := c.Journal.Remove(); err == nil {
 		removeLaneDir(c.Lane)
 	}
+}
+
+// PinPath is where the netns of a lane's agent is pinned for the lane's
+// life.
+func PinPath(l *config.Lane, agent string) string {
+	return filepath.Join(l.LaneDir(), "netns", agent)
 }
 
 // JournalPath is where a lane's journal lives.

@@ -96,6 +96,21 @@ func Down(ctx context.Context, l *config.Lane, opts DownOptions) (DownReport, er
 		}
 	}
 
+	if hasPending(j, sriov.OpPin) {
+		// Quiesce: a VM still running in an agent holds its VF's VFIO group,
+		// and the kernel blocks unbinding it until QEMU lets go. Stopping
+		// the agents ends every such holder; their netns are pinned, so the
+		// PFs and VF netdevs in them stay reachable.
+		status.Start("stop agents")
+		err := c.Provider.StopAgents(ctx, l.ClusterName())
+		status.End(err)
+		if err != nil {
+			// Not fatal: each VF undo still waits for its holders, bounded,
+			// and names them.
+			status.Infof("%v; going on", err)
+		}
+	}
+
 	status.Start("return PFs and delete lane")
 	u := undoers(l, cli, c.Provider, opts.Force)
 	var started time.Time
@@ -118,6 +133,17 @@ func Down(ctx context.Context, l *config.Lane, opts DownOptions) (DownReport, er
 	}
 	c.finish()
 	return rep, nil
+}
+
+// hasPending reports whether the journal holds an operation of kind op
+// not yet undone.
+func hasPending(j *journal.Journal, op string) bool {
+	for _, e := range j.Pending() {
+		if e.Op == op {
+			return true
+		}
+	}
+	return false
 }
 
 // PlacementsFromJournal reconstructs where each PF went from the journal.

@@ -134,12 +134,19 @@ func stepPrepareNodes(ctx context.Context, c *Context) error {
 	return c.Provider.PrepareAll(ctx, c.Lane.ClusterName())
 }
 
-// stepBindPFs is where PFs leave the host: each agent gets its slice of the
-// leased PFs, moved into the agent container's netns (pkg/sriov/move.go).
+// stepBindPFs is where PFs leave the host: each agent's netns is pinned
+// (pkg/sriov/pin.go), then gets its slice of the leased PFs, moved into
+// that pinned netns (pkg/sriov/move.go), which outlives the container.
 func stepBindPFs(ctx context.Context, c *Context) error {
 	k := c.Lane.PFsPerNode
+	c.Pins = map[string]sriov.PinnedTarget{}
 	for i, agent := range c.Agents {
-		target := sriov.ContainerTarget{ID: agent.ContainerID, Name: agent.Name, Docker: c.Docker}
+		container := sriov.ContainerTarget{ID: agent.ContainerID, Name: agent.Name, Docker: c.Docker}
+		target, err := c.SRIOV.PinNetns(ctx, container, PinPath(c.Lane, agent.Name))
+		if err != nil {
+			return err
+		}
+		c.Pins[agent.Name] = target
 		for _, pf := range c.Leased[i*k : (i+1)*k] {
 			name, err := c.SRIOV.MovePF(ctx, pf, target)
 			if err != nil {
@@ -157,16 +164,11 @@ func stepVFs(ctx context.Context, c *Context) error {
 	if c.Lane.VFDriver == config.VFDriverNetdevice {
 		mode = sriov.ModeNetdevice
 	}
-	agentByName := map[string]provider.Node{}
-	for _, a := range c.Agents {
-		agentByName[a.Name] = a
-	}
 	for i := range c.Placements {
 		p := &c.Placements[i]
-		a := agentByName[p.Node]
+		// VF netdevs (netdevice mode) join their PF in the pinned netns.
 		vfs, err := c.SRIOV.ConfigureVFs(ctx, p.PF, sriov.VFOptions{
-			Count: c.Lane.VFsPerPF, Mode: mode,
-			Target: sriov.ContainerTarget{ID: a.ContainerID, Name: a.Name, Docker: c.Docker},
+			Count: c.Lane.VFsPerPF, Mode: mode, Target: c.Pins[p.Node],
 		})
 		if err != nil {
 			return fmt.Errorf("creating VFs on %s in %s: %w", p.PF, p.Node, err)

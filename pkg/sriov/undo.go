@@ -3,6 +3,8 @@ package sriov
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -21,6 +23,12 @@ type Deps struct {
 	// ReturnWait bounds the wait for a physical PF whose node netns died to
 	// reappear in the init netns (DefaultReturnWait when zero).
 	ReturnWait time.Duration
+	// VFIODir holds the VFIO group devices (/dev/vfio); empty skips the
+	// check for processes holding a VF's group before it is unbound.
+	VFIODir string
+	// HolderWait bounds the wait for those processes (DefaultHolderWait
+	// when zero).
+	HolderWait time.Duration
 }
 
 // Undoers reverses every operation this package journals. Each undo is
@@ -48,6 +56,13 @@ func Undoers(d Deps) journal.Undoers {
 				return "", err
 			}
 			return d.returnLink(ctx, rec)
+		},
+		OpPin: func(_ context.Context, e *journal.Entry) (string, error) {
+			var rec PinRecord
+			if err := e.Decode(&rec); err != nil {
+				return "", err
+			}
+			return undoPin(rec)
 		},
 		OpAutoprobe: func(_ context.Context, e *journal.Entry) (string, error) {
 			var rec AutoprobeRecord
@@ -88,6 +103,10 @@ func (d Deps) undoNumVFs(ctx context.Context, rec NumVFsRecord) (string, error) 
 		return "", err
 	}
 	if cur != 0 {
+		// Removing a VF whose VFIO group is open blocks like unbinding it.
+		if err := d.waitVFsFree(ctx, rec.PCI); err != nil {
+			return "", err
+		}
 		if err := setNumVFs(ctx, d.Sysfs, d.Wait, rec.PCI, 0); err != nil {
 			return "", fmt.Errorf("removing VFs of %s: %w", rec.PCI, err)
 		}
@@ -112,6 +131,11 @@ func (d Deps) undoBind(ctx context.Context, rec BindRecord) (string, error) {
 		return "", err
 	}
 	if cur != "" && cur != rec.Original && (cur == rec.Driver || rec.Driver == driverKernel) {
+		if cur == ModeVFIO {
+			if err := d.waitVFIOFree(ctx, rec.VF); err != nil {
+				return "", err
+			}
+		}
 		if err := unbind(ctx, d.Sysfs, d.Wait, rec.VF, cur); err != nil {
 			return "", fmt.Errorf("unbinding VF %s from %s: %w", rec.VF, cur, err)
 		}
@@ -126,6 +150,27 @@ func (d Deps) undoBind(ctx context.Context, rec BindRecord) (string, error) {
 		}
 	}
 	return "", nil
+}
+
+// waitVFsFree waits until no VF of pf bound to vfio-pci is held open.
+func (d Deps) waitVFsFree(ctx context.Context, pf string) error {
+	links, err := filepath.Glob(d.Sysfs.Attr(pf, "virtfn*"))
+	if err != nil {
+		return err
+	}
+	for _, l := range links {
+		target, err := os.Readlink(l)
+		if err != nil {
+			continue
+		}
+		vf := filepath.Base(target)
+		if drv, err := d.Sysfs.Driver(vf); err == nil && drv == ModeVFIO {
+			if err := d.waitVFIOFree(ctx, vf); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // DefaultReturnWait is how long down waits for a physical PF to come back
