@@ -322,6 +322,9 @@ func TestWaitCalico(t *testing.T) {
 		t.Fatal(err)
 	}
 	dyn := dynamic.NewForConfigOrDie(cfg)
+	if err := waitCRDEstablished(t.Context(), dyn, "tigerastatuses.operator.tigera.io"); err != nil {
+		t.Fatal(err)
+	}
 	ts := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "operator.tigera.io/v1", "kind": "TigeraStatus",
 		"metadata": map[string]any{"name": "calico"},
