@@ -9,6 +9,8 @@ import (
 
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/sriov-lane/sriov-lane/pkg/lane/journal"
 )
 
 // OpPin journals a bind mount that pins an agent's network namespace.
@@ -141,4 +143,88 @@ func undoPin(rec PinRecord) (string, error) {
 		return "", fmt.Errorf("removing pin %s: %w", rec.Path, err)
 	}
 	return "", nil
+}
+
+// Where says where a moved link is now, as seen from its agent.
+type Where struct {
+	// InAgent: the link is in the agent container's current netns.
+	InAgent bool
+	// InPin: the link is in the agent's pinned netns.
+	InPin bool
+	// AgentMoved: the container runs in another netns than the pinned one
+	// (it restarted); AgentDown: it is not running (stopped or removed).
+	AgentMoved, AgentDown bool
+	// Name and State of the link where it was found.
+	Name, State string
+}
+
+// Locate finds the link with mac from the agent's point of view: in the
+// container's netns, else in its pinned netns.
+func Locate(ctx context.Context, agent ContainerTarget, pin PinnedTarget, mac string) (Where, error) {
+	var w Where
+	cid, err := ContainerNetns(ctx, agent)
+	switch {
+	case errors.Is(err, ErrTargetGone):
+		w.AgentDown = true
+	case err != nil:
+		return w, err
+	}
+	pid, perr := pinnedID(pin.Path)
+	if perr == nil && !w.AgentDown && pid != cid {
+		w.AgentMoved = true
+	}
+	look := func(t NetnsTarget) (bool, error) {
+		tns, th, err := openTarget(ctx, t)
+		if errors.Is(err, ErrTargetGone) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		defer tns.Close()
+		defer th.Close()
+		l, err := linkByMAC(th, mac)
+		if err != nil || l == nil {
+			return false, err
+		}
+		w.Name, w.State = l.Attrs().Name, l.Attrs().OperState.String()
+		return true, nil
+	}
+	if !w.AgentDown {
+		if w.InAgent, err = look(agent); err != nil || w.InAgent {
+			return w, err
+		}
+	}
+	if perr == nil {
+		w.InPin, err = look(pin)
+	}
+	return w, err
+}
+
+// OfAgent reports whether e is one of the changes that put PFs into agent:
+// its pin, the moves into its pinned netns (PFs and VF netdevs), and the
+// renames, VF settings and binds of its PFs (pfs, by PCI address). Repair
+// undoes exactly these, then redoes them into the agent's new netns.
+func OfAgent(e *journal.Entry, agent string, pfs map[string]bool) bool {
+	switch e.Op {
+	case OpPin:
+		var r PinRecord
+		return e.Decode(&r) == nil && r.ContainerName == agent
+	case OpMove:
+		var r MoveRecord
+		return e.Decode(&r) == nil && r.Target.Kind == "pinned" && r.Target.Name == agent
+	case OpRename:
+		var r RenameRecord
+		return e.Decode(&r) == nil && pfs[r.PCI]
+	case OpAutoprobe:
+		var r AutoprobeRecord
+		return e.Decode(&r) == nil && pfs[r.PCI]
+	case OpNumVFs:
+		var r NumVFsRecord
+		return e.Decode(&r) == nil && pfs[r.PCI]
+	case OpBind:
+		var r BindRecord
+		return e.Decode(&r) == nil && pfs[r.PF]
+	}
+	return false
 }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -413,6 +414,54 @@ func TestDownWithVFHeldInAgent(t *testing.T) {
 	}
 	if !strings.Contains(res.output, "stop agents") {
 		t.Errorf("down did not stop the agents before the VFs:\n%s", res.output)
+	}
+	assertLaneGone(t, r, l, r.State.PFs)
+}
+
+// TestRestartedAgentDegradedThenRepaired restarts one agent: its PF stays in
+// the old, pinned netns while the container runs in a new one. status says
+// degraded and exits 1; repair puts the PF back and allocatable returns;
+// status is healthy again; down brings both stand-ins home.
+func TestRestartedAgentDegradedThenRepaired(t *testing.T) {
+	requireRig(t)
+	r := rig.NewForTest(t, 2, "rgp")
+	l := newLane(t, r, "e2e-p", 16457)
+	if res := run(t, nil, "up", "--config", l.path); res.code != 0 {
+		t.Fatal("up failed")
+	}
+	t.Cleanup(func() { l.down(t) })
+	if res := run(t, nil, "status", "--config", l.path); res.code != 0 || !strings.Contains(res.output, "healthy") {
+		t.Fatalf("status of a fresh lane: exit %d\n%s", res.code, res.output)
+	}
+	cli := docker(t)
+	if err := cli.ContainerRestart(context.Background(), "k3d-e2e-p-agent-0", container.StopOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	res := run(t, nil, "status", "--config", l.path, "-o", "json")
+	var st struct {
+		Health   string   `json:"health"`
+		Problems []string `json:"problems"`
+	}
+	if i := strings.Index(res.output, "{"); i >= 0 {
+		_ = json.Unmarshal([]byte(res.output[i:strings.LastIndex(res.output, "}")+1]), &st)
+	}
+	if res.code != 1 || st.Health != "degraded" || len(st.Problems) != 1 || !strings.Contains(st.Problems[0], "k3d-e2e-p-agent-0") || !strings.Contains(st.Problems[0], "repair") {
+		t.Fatalf("status after the agent restarted: exit %d, %+v\n%s", res.code, st, res.output)
+	}
+	res = run(t, nil, "repair", "--config", l.path)
+	if res.code != 0 || !strings.Contains(res.output, "repaired (k3d-e2e-p-agent-0)") || !strings.Contains(res.output, "wait for VFs") {
+		t.Fatalf("repair: exit %d\n%s", res.code, res.output)
+	}
+	res = run(t, nil, "status", "--config", l.path)
+	if res.code != 0 || !strings.Contains(res.output, "healthy") || strings.Count(res.output, "kubevirt.io/sriov_net=6") != 2 {
+		t.Fatalf("status after repair: exit %d\n%s", res.code, res.output)
+	}
+	// A second repair has nothing to do.
+	if res := run(t, nil, "repair", "--config", l.path); res.code != 0 || !strings.Contains(res.output, "nothing to repair") {
+		t.Fatalf("second repair: exit %d\n%s", res.code, res.output)
+	}
+	if res := l.down(t); res.code != 0 {
+		t.Fatal("down after repair failed")
 	}
 	assertLaneGone(t, r, l, r.State.PFs)
 }
