@@ -7,7 +7,6 @@ import (
 	"log"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/docker/docker/client"
 	"golang.org/x/sys/unix"
@@ -88,29 +87,17 @@ func (b *bench) startEmulator() error {
 	if err != nil {
 		return err
 	}
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	ready := make(chan struct{})
-	em := sysfs.NewEmulator(sysfs.EmulatorConfig{
-		Root: b.state.SysfsRoot, VFIODir: b.state.VFIODir, PeerNetns: b.state.PeersNetns,
-		Log: log.New(logf, "", log.Lmicroseconds), Ready: func() { close(ready) },
-	})
-	go func() { done <- em.Run(ctx) }()
+	srv, err := sysfs.Serve(b.state.ServeConfig(b.rigDir, log.New(logf, "", log.Lmicroseconds)))
+	if err != nil {
+		logf.Close()
+		return fmt.Errorf("serving the fake sysfs: %w", err)
+	}
 	b.stopEmulator = func() error {
-		stop()
-		err := <-done
+		err := srv.Close()
 		logf.Close()
 		return err
 	}
-	select {
-	case <-ready:
-		return nil
-	case err := <-done:
-		done <- err
-		return fmt.Errorf("emulator failed to start: %w", err)
-	case <-time.After(10 * time.Second):
-		return errors.New("emulator not ready within 10s")
-	}
+	return nil
 }
 
 func (b *bench) describe() string {
