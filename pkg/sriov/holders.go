@@ -166,3 +166,41 @@ func containerOf(pid int) string {
 	// node's ID first in its path.
 	return containerIDRE.FindString(string(b))
 }
+
+// boundedVFIOWrite runs a sysfs write that the kernel blocks while one of
+// vfs is held through VFIO (a holder can open the group after
+// waitVFIOFree looked). The write gets d.HolderWait; past that the error
+// names the groups' holders. The kernel keeps the write pending until they
+// let go, and this process cannot take it back: a later down finds the
+// VF already unbound.
+func (d Deps) boundedVFIOWrite(ctx context.Context, vfs []string, write func() error) error {
+	wait := d.HolderWait
+	if wait <= 0 {
+		wait = DefaultHolderWait
+	}
+	done := make(chan error, 1)
+	go func() { done <- write() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("%w (the write stays pending in the kernel)", ctx.Err())
+	case <-time.After(wait):
+	}
+	var held []string
+	for _, vf := range vfs {
+		group, err := vfioGroup(d.Sysfs, vf)
+		if err != nil || group == "" || d.VFIODir == "" {
+			continue
+		}
+		holders, _ := groupHolders(ctx, filepath.Join(d.VFIODir, group), d.Docker)
+		for _, h := range holders {
+			held = append(held, fmt.Sprintf("VF %s (group %s) by %s", vf, group, h))
+		}
+	}
+	who := "no holder found (it may have gone, or hold the group from another PID namespace)"
+	if len(held) > 0 {
+		who = "held: " + strings.Join(held, ", ")
+	}
+	return fmt.Errorf("%w: the kernel has blocked the write for %s; %s; it completes once they let go, then run down again", ErrGroupHeld, wait, who)
+}

@@ -2,10 +2,12 @@ package sriov
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sriov-lane/sriov-lane/pkg/lane/journal"
@@ -75,7 +77,7 @@ func Undoers(d Deps) journal.Undoers {
 			if err := WriteFile(d.Sysfs.Attr(rec.PCI, "sriov_drivers_autoprobe"), rec.Original); err != nil {
 				return "", fmt.Errorf("restoring autoprobe of %s: %w", rec.PCI, err)
 			}
-			return "", nil
+			return d.probeOriginalVFs(rec)
 		},
 		OpNumVFs: func(ctx context.Context, e *journal.Entry) (string, error) {
 			var rec NumVFsRecord
@@ -107,7 +109,8 @@ func (d Deps) undoNumVFs(ctx context.Context, rec NumVFsRecord) (string, error) 
 		if err := d.waitVFsFree(ctx, rec.PCI); err != nil {
 			return "", err
 		}
-		if err := setNumVFs(ctx, d.Sysfs, d.Wait, rec.PCI, 0); err != nil {
+		write := func() error { return setNumVFs(ctx, d.Sysfs, d.Wait, rec.PCI, 0) }
+		if err := d.boundedVFIOWrite(ctx, vfsOf(d.Sysfs, rec.PCI), write); err != nil {
 			return "", fmt.Errorf("removing VFs of %s: %w", rec.PCI, err)
 		}
 	}
@@ -136,7 +139,15 @@ func (d Deps) undoBind(ctx context.Context, rec BindRecord) (string, error) {
 				return "", err
 			}
 		}
-		if err := unbind(ctx, d.Sysfs, d.Wait, rec.VF, cur); err != nil {
+		err := d.boundedVFIOWrite(ctx, []string{rec.VF}, func() error { return unbind(ctx, d.Sysfs, d.Wait, rec.VF, cur) })
+		if err != nil && !errors.Is(err, ErrGroupHeld) {
+			// An unbind left pending by an earlier, timed-out down may
+			// have completed meanwhile: then there is nothing to do.
+			if now, derr := d.Sysfs.Driver(rec.VF); derr == nil && now != cur {
+				err = nil
+			}
+		}
+		if err != nil {
 			return "", fmt.Errorf("unbinding VF %s from %s: %w", rec.VF, cur, err)
 		}
 	}
@@ -152,18 +163,46 @@ func (d Deps) undoBind(ctx context.Context, rec BindRecord) (string, error) {
 	return "", nil
 }
 
-// waitVFsFree waits until no VF of pf bound to vfio-pci is held open.
-func (d Deps) waitVFsFree(ctx context.Context, pf string) error {
-	links, err := filepath.Glob(d.Sysfs.Attr(pf, "virtfn*"))
-	if err != nil {
-		return err
+// probeOriginalVFs binds the VFs a PF had before the lane to their drivers
+// again. The numvfs undo recreated them while autoprobe was still off (it
+// is undone before the autoprobe it followed), so they came back with no
+// driver; with autoprobe on again, a probe gives each the driver the
+// kernel would have given it.
+func (d Deps) probeOriginalVFs(rec AutoprobeRecord) (string, error) {
+	if strings.TrimSpace(rec.Original) != "1" {
+		return "", nil
 	}
-	for _, l := range links {
-		target, err := os.Readlink(l)
-		if err != nil {
+	n := 0
+	for _, vf := range vfsOf(d.Sysfs, rec.PCI) {
+		if drv, err := d.Sysfs.Driver(vf); err != nil || drv != "" {
 			continue
 		}
-		vf := filepath.Base(target)
+		if err := WriteFile(d.Sysfs.DriversProbe(), vf); err != nil {
+			return "", fmt.Errorf("probing VF %s of %s: %w", vf, rec.PCI, err)
+		}
+		n++
+	}
+	if n == 0 {
+		return "", nil
+	}
+	return fmt.Sprintf("probed the %d VFs %s had before for their drivers", n, rec.PCI), nil
+}
+
+// vfsOf lists the PCI addresses of pf's VFs.
+func vfsOf(sys Sysfs, pf string) []string {
+	links, _ := filepath.Glob(sys.Attr(pf, "virtfn*"))
+	var out []string
+	for _, l := range links {
+		if target, err := os.Readlink(l); err == nil {
+			out = append(out, filepath.Base(target))
+		}
+	}
+	return out
+}
+
+// waitVFsFree waits until no VF of pf bound to vfio-pci is held open.
+func (d Deps) waitVFsFree(ctx context.Context, pf string) error {
+	for _, vf := range vfsOf(d.Sysfs, pf) {
 		if drv, err := d.Sysfs.Driver(vf); err == nil && drv == ModeVFIO {
 			if err := d.waitVFIOFree(ctx, vf); err != nil {
 				return err
