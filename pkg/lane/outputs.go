@@ -195,7 +195,9 @@ func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''
 // restores what it replaced (kept in the lane dir) or removes it.
 const OpFile = "lane.file"
 
-func laneUndoers() journal.Undoers { return journal.Undoers{OpFile: undoFile} }
+func laneUndoers() journal.Undoers {
+	return journal.Undoers{OpFile: undoFile, OpHostSysctls: undoHostSysctls}
+}
 
 type fileRecord struct {
 	Path   string `json:"path"`

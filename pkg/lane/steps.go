@@ -63,6 +63,10 @@ func stepCreateCluster(ctx context.Context, c *Context) error {
 	if len(nodes) > 0 {
 		return fmt.Errorf("k3d cluster %s %w (%d nodes): pick another --name, or remove it if it is a leftover", rec.Name, provider.ErrExists, len(nodes))
 	}
+	// Before any kubelet runs: they change these on the host.
+	if err := recordHostSysctls(c); err != nil {
+		return err
+	}
 	var entries []*journal.Entry
 	ops := []string{provider.OpCluster}
 	if c.Lane.RegistryEnabled() {

@@ -465,3 +465,37 @@ func TestRestartedAgentDegradedThenRepaired(t *testing.T) {
 	}
 	assertLaneGone(t, r, l, r.State.PFs)
 }
+
+// TestHostSysctlsRestoredByDown changes vm.overcommit_memory on the host
+// as every node's kubelet does at start (the rig's stand-in nodes keep
+// their kubelets off the host's sysctls); down, the host's last lane,
+// puts back the value recorded before the cluster existed.
+func TestHostSysctlsRestoredByDown(t *testing.T) {
+	requireRig(t)
+	const key = "/proc/sys/vm/overcommit_memory"
+	before, err := os.ReadFile(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.WriteFile(key, before, 0o644) })
+	r := rig.NewForTest(t, 1, "rgs")
+	l := newLane(t, r, "e2e-s", 16458)
+	if res := run(t, nil, "up", "--config", l.path); res.code != 0 {
+		t.Fatal("up failed")
+	}
+	if err := os.WriteFile(key, []byte("1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := l.down(t)
+	if res.code != 0 {
+		t.Fatal("down failed")
+	}
+	after, _ := os.ReadFile(key)
+	if strings.TrimSpace(string(after)) != strings.TrimSpace(string(before)) {
+		t.Errorf("vm.overcommit_memory is %s after down, was %s before up", after, before)
+	}
+	if strings.TrimSpace(string(before)) != "1" && !strings.Contains(res.output, "vm.overcommit_memory="+strings.TrimSpace(string(before))) {
+		t.Errorf("down does not say it restored the sysctl:\n%s", res.output)
+	}
+	assertLaneGone(t, r, l, r.State.PFs)
+}
