@@ -1,7 +1,8 @@
 // Command manifests renders the objects `sriov-lane up` applies for a
-// default flannel lane and a default calico lane into manifests/, one file
-// per component, each headed by the upstream file and tag it follows, so a
-// reviewer can diff them against upstream. `make manifests` runs it; a test
+// default flannel lane and a default calico lane, plus the optional
+// components, into manifests/, one file per component, each headed by the
+// upstream file and tag it follows, so a reviewer can diff them against
+// upstream. `make manifests` runs it; a test
 // fails when the committed files drift from what the code renders.
 package main
 
@@ -51,6 +52,9 @@ func render(ctx context.Context) (map[string][]byte, error) {
 		opts.Calico.Offline = true
 		opts.Calico.CacheDir = ""
 		opts.Calico.ManifestDir = ""
+		// Optional components are rendered too, for review; without a
+		// certificate the injector's shows placeholders.
+		opts.NetworkResourcesInjector.Enabled = true
 		cs, err := cni.Components(ctx, opts)
 		if err != nil {
 			return nil, fmt.Errorf("%s lane: %w", network, err)
@@ -76,6 +80,10 @@ func renderComponent(c cni.Component) ([]byte, error) {
 	fmt.Fprintf(&b, "# Component %s, as `sriov-lane up` applies it for a default lane.\n", c.Name)
 	if c.Name == "sriov-device-plugin" {
 		fmt.Fprintf(&b, "# The PF names %s stand for the PFs up leases.\n", strings.Join(placeholderPFs, ", "))
+	}
+	if c.Name == cni.NRIName {
+		fmt.Fprintf(&b, "# Optional: only with components.networkResourcesInjector: true. The Secret's data and the\n")
+		fmt.Fprintf(&b, "# webhook's caBundle are placeholders: up makes a CA and serving certificate per lane.\n")
 	}
 	if len(c.Upstream) == 0 {
 		fmt.Fprintf(&b, "# Follows no upstream file: the lane's own objects.\n")

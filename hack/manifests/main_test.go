@@ -40,8 +40,8 @@ func TestManifestsUpToDate(t *testing.T) {
 			t.Errorf("manifests/%s differs from what pkg/cni renders: run make manifests and review the diff", n)
 		}
 	}
-	// One file per component of both default lanes.
-	for _, n := range []string{"flannel.yaml", "calico.yaml", "multus.yaml", "sriov-cni.yaml", "sriov-device-plugin.yaml"} {
+	// One file per component of both default lanes, and per optional one.
+	for _, n := range []string{"flannel.yaml", "calico.yaml", "multus.yaml", "sriov-cni.yaml", "sriov-device-plugin.yaml", "network-resources-injector.yaml"} {
 		if _, ok := files[n]; !ok {
 			t.Errorf("no %s rendered", n)
 		}

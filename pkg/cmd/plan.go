@@ -29,6 +29,9 @@ cached yet are listed with their URL, sha256 and size instead of their objects.`
   sriov-lane plan --config lane.yaml -o yaml
   sriov-lane plan --config-only -o json
   sriov-lane plan --cni calico
+  sriov-lane plan --network-resources-injector=true   # the webhook, with placeholder certificate data
+  sriov-lane plan --cni calico --ip-family dual   # both IP pools in the Installation
+  sriov-lane plan --config-only --topology-manager-policy best-effort --datastore-on-tmpfs=false
   SRIOV_LANE_AGENTS=3 sriov-lane plan -o json`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -83,6 +86,9 @@ cached yet are listed with their URL, sha256 and size instead of their objects.`
 			fmt.Fprintln(g.streams.Out, "---")
 			for _, p := range pending {
 				fmt.Fprintf(g.streams.Out, "# not cached: up fetches %s (sha256 %s, %d bytes) and applies its objects\n", p.URL, p.SHA256, p.Size)
+			}
+			if l.Components.NetworkResourcesInjector {
+				fmt.Fprintf(g.streams.Out, "# %s: the Secret's data and the webhook's caBundle are placeholders; up makes a CA and serving certificate\n", cni.NRIName)
 			}
 			return cni.Render(g.streams.Out, objs, "yaml")
 		},

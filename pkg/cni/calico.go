@@ -219,18 +219,40 @@ func DecodeManifest(data []byte) ([]*unstructured.Unstructured, error) {
 // calicoInstallation is the operator's Installation: the pod IP pool and
 // container IP forwarding (needed by VMs behind the pod network), images
 // from the mirror when one is set.
+//
+// IP families: ipv4 has the IPv4 pool alone, dual adds an IPv6 pool, ipv6
+// has the IPv6 pool alone. The IPv6 pool is named as the operator names its
+// default one (tigera/operator pkg/controller/ippool/defaults.go@v1.42.3),
+// uses VXLAN (the operator refuses IPIP on IPv6 pools,
+// pkg/controller/installation/validation.go@v1.42.3) and the operator's
+// IPv6 block size, /122; with an IPv6 pool the operator turns on IPv6 node
+// address autodetection itself (firstFound, pkg/controller/installation/core_controller.go@v1.42.3).
 func calicoInstallation(o Options) *unstructured.Unstructured {
+	var pools []any
+	if o.IPFamily != IPFamilyIPv6 {
+		pools = append(pools, map[string]any{
+			"name":          "default-ipv4-ippool",
+			"cidr":          o.ClusterCIDR,
+			"blockSize":     int64(26),
+			"encapsulation": "VXLANCrossSubnet",
+			"natOutgoing":   "Enabled",
+			"nodeSelector":  "all()",
+		})
+	}
+	if o.IPFamily == IPFamilyIPv6 || o.IPFamily == IPFamilyDual {
+		pools = append(pools, map[string]any{
+			"name":          "default-ipv6-ippool",
+			"cidr":          o.ClusterCIDRv6,
+			"blockSize":     int64(122),
+			"encapsulation": "VXLANCrossSubnet",
+			"natOutgoing":   "Enabled",
+			"nodeSelector":  "all()",
+		})
+	}
 	spec := map[string]any{
 		"calicoNetwork": map[string]any{
 			"containerIPForwarding": "Enabled",
-			"ipPools": []any{map[string]any{
-				"name":          "default-ipv4-ippool",
-				"cidr":          o.ClusterCIDR,
-				"blockSize":     int64(26),
-				"encapsulation": "VXLANCrossSubnet",
-				"natOutgoing":   "Enabled",
-				"nodeSelector":  "all()",
-			}},
+			"ipPools":               pools,
 		},
 	}
 	if m := strings.TrimRight(o.ImageRegistryMirror, "/"); m != "" {

@@ -1,12 +1,14 @@
 package cni
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -384,4 +386,118 @@ func mustDefaults(t *testing.T, o Options) Options {
 		t.Fatal(err)
 	}
 	return o
+}
+
+func TestConformanceNRI(t *testing.T) {
+	o := defaultTestOptions()
+	o.NetworkResourcesInjector.Enabled = true
+	v := renderView(t, o)
+	const repo = "k8snetworkplumbingwg/network-resources-injector "
+	auth, service, server, webhook := NRIUpstream[0], NRIUpstream[1], NRIUpstream[2], NRIUpstream[3]
+	mainGo := repo + "cmd/webhook/main.go@" + NRIVersion
+	installer := repo + "pkg/installer/installer.go@" + NRIVersion
+	const kvServer = "kubevirt/kubevirtci cluster-up/cluster/kind-sriov/sriov-components/manifests/network_resources_injector/server.yaml@39bd4947ba4d"
+	const kvBump = "kubevirt/kubevirtci hack/bump-net-resources-injector.sh@39bd4947ba4d"
+
+	var dep appsv1.Deployment
+	v.get("Deployment", NRIName, &dep)
+	// The DaemonSet helpers read a pod template.
+	ds := &appsv1.DaemonSet{Spec: appsv1.DaemonSetSpec{Template: dep.Spec.Template}}
+	c := container(ds, "webhook-server")
+	sc := c.SecurityContext
+	var sa corev1.ServiceAccount
+	v.get("ServiceAccount", nriSA, &sa)
+	var svc corev1.Service
+	v.get("Service", NRIService, &svc)
+	var secret corev1.Secret
+	v.get("Secret", NRISecret, &secret)
+	var mwc admissionregistrationv1.MutatingWebhookConfiguration
+	v.get("MutatingWebhookConfiguration", NRIWebhookConfig, &mwc)
+	if len(mwc.Webhooks) != 1 {
+		t.Fatalf("%d webhooks", len(mwc.Webhooks))
+	}
+	wh := mwc.Webhooks[0]
+	binding := func(name string) string {
+		var b rbacv1.ClusterRoleBinding
+		v.get("ClusterRoleBinding", name, &b)
+		return fmt.Sprintf("%s -> %v", b.RoleRef.Name, b.Subjects)
+	}
+	var kinds, roles []string
+	for _, u := range v.objs {
+		if strings.HasPrefix(u.GetName(), NRIName) {
+			kinds = append(kinds, u.GetKind()+" "+u.GetName())
+			if u.GetKind() == "ClusterRole" {
+				roles = append(roles, u.GetName())
+			}
+		}
+	}
+	secretKeys := slices.Sorted(func(yield func(string) bool) {
+		for k := range secret.Data {
+			if !yield(k) {
+				return
+			}
+		}
+	})
+	var whRules []string
+	for _, r := range wh.Rules {
+		whRules = append(whRules, fmt.Sprint(r.Operations, r.APIGroups, r.APIVersions, r.Resources))
+	}
+	nsSel := fmt.Sprint(wh.NamespaceSelector.MatchExpressions)
+	volume := "none"
+	for _, vol := range dep.Spec.Template.Spec.Volumes {
+		if vol.Name == "tls" && vol.Secret != nil {
+			volume = "secret " + vol.Secret.SecretName
+		}
+	}
+	checkFacts(t, []fact{
+		{auth, "service account", sa.Namespace + "/" + sa.Name, "kube-system/network-resources-injector-sa", ""},
+		{auth, "ClusterRole network-resources-injector rules", rules(v, NRIName),
+			"[ k8s.cni.cncf.io extensions apps] [replicationcontrollers replicasets daemonsets statefulsets pods network-attachment-definitions] [*]", ""},
+		{auth, "ClusterRole network-resources-injector-configmaps rules (the nri-control-switches ConfigMap, cmd/webhook/main.go@v1.9.0)", rules(v, nriConfigMapsRole), "[] [configmaps] [get]", ""},
+		{auth, "network-resources-injector-role-binding", binding("network-resources-injector-role-binding"), "network-resources-injector -> [{ServiceAccount  network-resources-injector-sa kube-system}]", ""},
+		{auth, "network-resources-injector-configmaps-role-binding", binding("network-resources-injector-configmaps-role-binding"), "network-resources-injector-configmaps -> [{ServiceAccount  network-resources-injector-sa kube-system}]", ""},
+		{auth, "ClusterRoles granted", strings.Join(roles, " "), "network-resources-injector network-resources-injector-configmaps",
+			"upstream also grants * on secrets, mutating/validatingwebhookconfigurations and services (and binds them), for the installer init container, which makes the certificate, the webhook configuration and the Service at run time; the lane applies those itself, so the server gets only what it reads"},
+		{auth, "no network-resources-injector-sa-secret", fmt.Sprint(slices.Contains(kinds, "Secret network-resources-injector-sa-secret")), "false",
+			"upstream adds a legacy long-lived service-account-token Secret that nothing mounts; the pod authenticates with its projected token"},
+		{service, "Service", fmt.Sprintf("%s/%s port %d -> %s selector %v", svc.Namespace, svc.Name, svc.Spec.Ports[0].Port, svc.Spec.Ports[0].TargetPort.String(), svc.Spec.Selector),
+			"kube-system/network-resources-injector-service port 443 -> 8443 selector map[app:network-resources-injector]", ""},
+		{server, "Deployment, replicas, selector, service account", fmt.Sprintf("%s/%s %d %v %s", dep.Namespace, dep.Name, *dep.Spec.Replicas, dep.Spec.Selector.MatchLabels, dep.Spec.Template.Spec.ServiceAccountName),
+			"kube-system/network-resources-injector 2 map[app:network-resources-injector] network-resources-injector-sa", ""},
+		{server, "pod labels", fmt.Sprint(dep.Spec.Template.Labels), "map[app:network-resources-injector]", ""},
+		{server, "image", c.Image + " " + string(c.ImagePullPolicy), "ghcr.io/k8snetworkplumbingwg/network-resources-injector:v1.9.0 IfNotPresent",
+			"upstream network-resources-injector:latest; the release workflow pushes ghcr.io/k8snetworkplumbingwg/network-resources-injector:<tag> (.github/workflows/image-push-release.yml@v1.9.0), pinned as " + kvServer + " does"},
+		{repo + "Dockerfile@" + NRIVersion, "webhook is on the image's PATH (/usr/bin/webhook)", c.Command[0], "webhook", ""},
+		{server, "command line", cmdline(c),
+			"webhook -bind-address=0.0.0.0 -port=8443 -tls-private-key-file=/etc/tls/tls.key -tls-cert-file=/etc/tls/tls.crt -health-check-port=8444 -logtostderr -v=2 -insecure",
+			"upstream ends at -logtostderr; kubevirtci adds -v=2 and -insecure (" + kvBump + "): without -insecure the server demands a client certificate signed by the service account CA (" + mainGo + ", pkg/webhook/tlsutils.go@v1.9.0 GetClientAuth), which kube-apiserver does not present to webhooks"},
+		{repo + "pkg/controlswitches/controlswitches.go@" + NRIVersion, "default -network-resource-name-keys is the NAD annotation the lane's NADs carry",
+			resourceNameAnnotation, "k8s.v1.cni.cncf.io/resourceName", ""},
+		{server, "env NAMESPACE (where the server looks for nri-control-switches)", env(c, "NAMESPACE"), "fieldRef metadata.namespace", ""},
+		{server, "security context", fmt.Sprint(*sc.RunAsUser, " ", *sc.RunAsGroup, " ", sc.Capabilities.Drop, sc.Capabilities.Add, " ", *sc.ReadOnlyRootFilesystem, " ", *sc.AllowPrivilegeEscalation),
+			"10000 10000 [ALL] [NET_BIND_SERVICE] true false", ""},
+		{server, "resources", res(c), "requests cpu 250m memory 50Mi, limits cpu 500m memory 200Mi", ""},
+		{server, "liveness (main.go@v1.9.0 serves /healthz on -health-check-port)", probe(c.LivenessProbe), "GET /healthz port 8444 delay 10s period 5s", ""},
+		{server, "mount tls", mount(ds, c.Name, "tls"), "/etc/tls", ""},
+		{server, "tls volume", volume, "secret network-resources-injector-secret",
+			"upstream an emptyDir the installer init container fills; server.yaml's closing comment says to use this Secret, without the init container, for a certificate made elsewhere: the lane makes it (nricert.go)"},
+		{server, "no init container", fmt.Sprint(len(dep.Spec.Template.Spec.InitContainers)), "0",
+			"upstream runs `installer -name=network-resources-injector -namespace=kube-system`, which makes its own CA, Secret and MutatingWebhookConfiguration (failurePolicy Fail) and deletes and recreates the Service (" + installer + "), outside the lane's apply and plan"},
+		{installer, "Secret keys, as the installer names them", fmt.Sprint(secret.Type, " ", secretKeys), "kubernetes.io/tls [ca.crt tls.crt tls.key]",
+			"the installer's Secret holds tls.crt and tls.key; the lane adds ca.crt, the caBundle, so the trust anchor can be read back"},
+		{installer, "certificate DNS names (generateCSR Hosts)", strings.Join(NRIServiceDNSNames(), " "),
+			"network-resources-injector-service.kube-system.svc network-resources-injector-service network-resources-injector-service.kube-system", ""},
+		{webhook, "configuration and webhook names", mwc.Name + " " + wh.Name, "network-resources-injector-config network-resources-injector-config.k8s.io", ""},
+		{webhook, "client config", fmt.Sprintf("%s/%s %s", wh.ClientConfig.Service.Namespace, wh.ClientConfig.Service.Name, *wh.ClientConfig.Service.Path),
+			"kube-system/network-resources-injector-service /mutate", ""},
+		{webhook, "caBundle is the CA in the Secret", fmt.Sprint(bytes.Equal(wh.ClientConfig.CABundle, secret.Data["ca.crt"])), "true",
+			"upstream substitutes ${CA_BUNDLE} with the cluster's client CA (scripts/webhook-patch-ca-bundle.sh@v1.9.0) for a certificate the installer signs with its own CA; the lane's caBundle is the CA that signed the Secret's certificate"},
+		{webhook, "rules", strings.Join(whRules, "; "), "[CREATE] [apps ] [v1] [pods]", ""},
+		{webhook, "namespace selector (kube-system, where the lane's components run, is never mutated)", nsSel, "[{kubernetes.io/metadata.name NotIn [kube-system]}]", ""},
+		{webhook, "side effects, review versions", fmt.Sprint(*wh.SideEffects, wh.AdmissionReviewVersions), "None[v1]", ""},
+		{webhook, "failurePolicy", string(*wh.FailurePolicy), "Ignore",
+			"upstream leaves it unset, admissionregistration/v1's default Fail, and the installer defaults to Fail (cmd/installer/main.go@v1.9.0); the lane's primary CNI pods run outside kube-system and the injector needs that CNI to be reached, so Fail would deadlock the first up and any node restart (see nriWebhookConfiguration)"},
+		{repo + "deployments/pdb.yaml@" + NRIVersion, "no PodDisruptionBudget", fmt.Sprint(slices.ContainsFunc(v.objs, func(u *unstructured.Unstructured) bool { return u.GetKind() == "PodDisruptionBudget" })), "false",
+			"upstream keeps one replica through voluntary disruptions; kubevirtci does not apply it (" + kvBump + " fetches auth, server and service only) and nothing drains a lane's nodes"},
+	})
 }

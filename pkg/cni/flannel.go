@@ -47,10 +47,30 @@ type portmapPluginConf struct {
 	Capabilities map[string]bool `json:"capabilities"`
 }
 
+// flannelNetConf is flannel's net-conf.json. EnableIPv4 defaults to true
+// in flannel, so it is written only to turn IPv4 off; EnableIPv6 with
+// IPv6Network adds the IPv6 pod network (flannel-io/flannel
+// pkg/subnet/config.go@v0.28.9, Config and ParseConfig).
 type flannelNetConf struct {
-	Network        string         `json:"Network"`
+	EnableIPv4     *bool          `json:"EnableIPv4,omitempty"`
+	Network        string         `json:"Network,omitempty"`
+	EnableIPv6     bool           `json:"EnableIPv6,omitempty"`
+	IPv6Network    string         `json:"IPv6Network,omitempty"`
 	EnableNFTables bool           `json:"EnableNFTables"`
 	Backend        map[string]any `json:"Backend"`
+}
+
+// flannelNetConfFor maps the IP family to flannel's settings.
+func flannelNetConfFor(o Options) flannelNetConf {
+	nc := flannelNetConf{Network: o.ClusterCIDR, Backend: map[string]any{"Type": "vxlan"}}
+	switch o.IPFamily {
+	case IPFamilyDual:
+		nc.EnableIPv6, nc.IPv6Network = true, o.ClusterCIDRv6
+	case IPFamilyIPv6:
+		nc.EnableIPv4, nc.Network = ptr.To(false), ""
+		nc.EnableIPv6, nc.IPv6Network = true, o.ClusterCIDRv6
+	}
+	return nc
 }
 
 func flannelObjects(o Options) ([]runtime.Object, error) {
@@ -65,10 +85,7 @@ func flannelObjects(o Options) ([]runtime.Object, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encoding flannel conflist: %w", err)
 	}
-	netConf, err := json.MarshalIndent(flannelNetConf{
-		Network: o.ClusterCIDR,
-		Backend: map[string]any{"Type": "vxlan"},
-	}, "", "  ")
+	netConf, err := json.MarshalIndent(flannelNetConfFor(o), "", "  ")
 	if err != nil {
 		return nil, fmt.Errorf("encoding flannel net-conf: %w", err)
 	}

@@ -93,6 +93,11 @@ func Components(ctx context.Context, o Options) ([]Component, error) {
 	if err := typed("sriov-device-plugin", []string{DevicePluginUpstream}, dp); err != nil {
 		return nil, err
 	}
+	if o.NetworkResourcesInjector.Enabled {
+		if err := typed(NRIName, slices.Clone(NRIUpstream), nriObjects(o)); err != nil {
+			return nil, err
+		}
+	}
 	if o.Smoke {
 		s, err := smokeObjects(o)
 		if err != nil {

@@ -14,6 +14,13 @@ import (
 	"strings"
 )
 
+// IP families.
+const (
+	IPFamilyIPv4 = "ipv4"
+	IPFamilyIPv6 = "ipv6"
+	IPFamilyDual = "dual"
+)
+
 // Primary CNIs.
 const (
 	CNIFlannel = "flannel"
@@ -34,6 +41,7 @@ const (
 	DefaultK3sBinDir      = "/bin"
 	DefaultFlannelCIDR    = "10.42.0.0/16"
 	DefaultCalicoCIDR     = "192.168.0.0/16"
+	DefaultClusterCIDRv6  = "fd00:10:42::/56"
 	DefaultMultusMemLimit = "512Mi"
 	DevicePluginConfigMap = "sriovdp-config"
 	DevicePluginConfigKey = "config.json"
@@ -75,9 +83,15 @@ type Options struct {
 	// Namespace of sriov-cni, the device plugin and its ConfigMap
 	// (default kube-system).
 	Namespace string
-	// ClusterCIDR is the pod network (default 10.42.0.0/16 for flannel, the
-	// k3s default; 192.168.0.0/16 for calico).
+	// ClusterCIDR is the IPv4 pod network (default 10.42.0.0/16 for
+	// flannel, the k3s default; 192.168.0.0/16 for calico). Unused for
+	// IPFamily ipv6.
 	ClusterCIDR string
+	// IPFamily is "ipv4" (default), "ipv6" or "dual".
+	IPFamily string
+	// ClusterCIDRv6 is the IPv6 pod network for IPFamily ipv6 and dual
+	// (default DefaultClusterCIDRv6).
+	ClusterCIDRv6 string
 	// CNIConfDir and CNIBinDir are the node's CNI dirs; with k3s
 	// --flannel-backend=none containerd's defaults /etc/cni/net.d and
 	// /opt/cni/bin apply.
@@ -97,6 +111,9 @@ type Options struct {
 	SmokeNamespace string
 	// Calico settings (CNI "calico").
 	Calico CalicoOptions
+	// NetworkResourcesInjector deploys network-resources-injector (off by
+	// default; see nri.go).
+	NetworkResourcesInjector NRIOptions
 }
 
 // CalicoOptions locate the pinned Calico manifests.
@@ -172,8 +189,24 @@ func (o Options) withDefaults() (Options, error) {
 	default:
 		return o, fmt.Errorf("cni %q: want %q or %q", o.CNI, CNIFlannel, CNICalico)
 	}
-	if _, err := netip.ParsePrefix(o.ClusterCIDR); err != nil {
-		return o, fmt.Errorf("cluster CIDR %q: %w", o.ClusterCIDR, err)
+	if p, err := netip.ParsePrefix(o.ClusterCIDR); err != nil || !p.Addr().Is4() {
+		return o, fmt.Errorf("cluster CIDR %q: an IPv4 prefix is required (%v)", o.ClusterCIDR, err)
+	}
+	if o.IPFamily == "" {
+		o.IPFamily = IPFamilyIPv4
+	}
+	switch o.IPFamily {
+	case IPFamilyIPv4:
+		o.ClusterCIDRv6 = ""
+	case IPFamilyIPv6, IPFamilyDual:
+		if o.ClusterCIDRv6 == "" {
+			o.ClusterCIDRv6 = DefaultClusterCIDRv6
+		}
+		if p, err := netip.ParsePrefix(o.ClusterCIDRv6); err != nil || !p.Addr().Is6() || p.Addr().Is4In6() {
+			return o, fmt.Errorf("IPv6 cluster CIDR %q: an IPv6 prefix is required (%v)", o.ClusterCIDRv6, err)
+		}
+	default:
+		return o, fmt.Errorf("IP family %q: want %q, %q or %q", o.IPFamily, IPFamilyIPv4, IPFamilyIPv6, IPFamilyDual)
 	}
 	if o.VFDriver != VFDriverVFIO && o.VFDriver != VFDriverNetdevice {
 		return o, fmt.Errorf("VF driver %q: want %q or %q", o.VFDriver, VFDriverVFIO, VFDriverNetdevice)

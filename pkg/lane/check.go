@@ -101,6 +101,14 @@ func (c *Checker) Run(ctx context.Context) []CheckResult {
 		add("iommu", Warn, "no IOMMU groups", "only needed for vfio-pci VFs")
 	}
 
+	if l.IPFamily == config.IPFamilyIPv6 || l.IPFamily == config.IPFamilyDual {
+		if why := provider.HostIPv6("/proc"); why != "" {
+			add("ip-family", Fail, "ipFamily "+l.IPFamily+": "+why+", so Docker cannot give the lane's network IPv6", "enable IPv6 on the host, or use --ip-family ipv4")
+		} else {
+			add("ip-family", Pass, "ipFamily "+l.IPFamily+": host kernel has IPv6", "")
+		}
+	}
+
 	c.checkPort(add, "api-port", "127.0.0.1", l.APIPort, "--api-port (HOST_PORT)")
 	if l.RegistryEnabled() {
 		host, port, _ := net.SplitHostPort(l.Registry.Address)

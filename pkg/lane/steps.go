@@ -201,7 +201,12 @@ func CNIOptions(l *config.Lane, pfNamesInNodes []string) cni.Options {
 		CNI: l.CNI, ResourcePrefix: l.ResourcePrefix, ResourceName: l.ResourceName,
 		NodeSelectorKey: key, NodeSelectorValue: val, PFNames: pfNamesInNodes,
 		VFDriver: l.VFDriver, ImageRegistryMirror: l.ImageRegistryMirror,
+		// The same pod CIDRs k3s gets (provider.CIDRs): the IPv4 one is the
+		// CNI's default in both places.
+		IPFamily: l.IPFamily, ClusterCIDRv6: provider.ClusterCIDRv6,
 		Calico: cni.CalicoOptions{ManifestDir: l.Calico.ManifestDir, CacheDir: l.StateDir + "/cache"},
+		// Without a certificate (plan); up adds one (cni.WithWebhookCerts).
+		NetworkResourcesInjector: cni.NRIOptions{Enabled: l.Components.NetworkResourcesInjector},
 	}
 }
 
@@ -219,7 +224,13 @@ func (c *Context) pfNamesInNodes() []string {
 }
 
 func stepDeployComponents(ctx context.Context, c *Context) error {
-	objs, err := cni.Objects(ctx, CNIOptions(c.Lane, c.pfNamesInNodes()))
+	// Webhook certificates are made here, per up, and only sent to the API
+	// server (plan shows placeholders).
+	opts, err := cni.WithWebhookCerts(CNIOptions(c.Lane, c.pfNamesInNodes()))
+	if err != nil {
+		return err
+	}
+	objs, err := cni.Objects(ctx, opts)
 	if err != nil {
 		return err
 	}
@@ -252,6 +263,10 @@ func stepWait(ctx context.Context, c *Context) error {
 		return nil
 	}
 	if err := cni.WaitDaemonSets(ctx, c.Clientset, c.objects); err != nil {
+		return err
+	}
+	// The injector's Deployment: pods created after up get their VFs.
+	if err := cni.WaitDeployments(ctx, c.Clientset, c.objects); err != nil {
 		return err
 	}
 	if c.Lane.CNI == config.CNICalico {

@@ -55,6 +55,53 @@ var clusterCIDR = map[string]string{
 	config.CNICalico:  "192.168.0.0/16",
 }
 
+// IPv6 pod and service CIDRs for ipFamily ipv6 and dual. Unique local
+// addresses (fd00::/8): kubevirtci's single-stack check expects the pods'
+// primary IPs to start with "fd" (kubevirt/kubevirtci cluster-up/up.sh@39bd4947ba4d).
+// The service range is a /112, the size k3s's dual-stack example uses; the
+// pod range a /56, so each node gets a /64 (kube-controller-manager's
+// default IPv6 node mask) and flannel's own minimum is far off
+// (flannel-io/flannel pkg/subnet/config.go@v0.28.9).
+const (
+	ClusterCIDRv6 = "fd00:10:42::/56"
+	ServiceCIDRv6 = "fd00:10:43::/112"
+	// serviceCIDRv4 is k3s's default --service-cidr, named only where a
+	// dual-stack list must repeat it.
+	serviceCIDRv4 = "10.43.0.0/16"
+)
+
+// CIDRs are the pod and service CIDRs k3s gets for a lane, in k3s's
+// comma-separated form (IPv4 first for dual-stack). Service is "" for ipv4,
+// where k3s's default stands.
+func CIDRs(l *config.Lane) (cluster, service string, err error) {
+	v4, ok := clusterCIDR[l.CNI]
+	if !ok {
+		return "", "", fmt.Errorf("cni %q: the cluster config knows flannel and calico", l.CNI)
+	}
+	switch l.IPFamily {
+	case config.IPFamilyIPv4, "":
+		return v4, "", nil
+	case config.IPFamilyDual:
+		return v4 + "," + ClusterCIDRv6, serviceCIDRv4 + "," + ServiceCIDRv6, nil
+	case config.IPFamilyIPv6:
+		return ClusterCIDRv6, ServiceCIDRv6, nil
+	}
+	return "", "", fmt.Errorf("ipFamily %q: want ipv4, ipv6 or dual", l.IPFamily)
+}
+
+// ServerDatastoreDir is where k3s keeps its datastore: kine's SQLite
+// (db/state.db) for a single server, embedded etcd (db/etcd) with
+// --cluster-init, both under the server's data dir
+// /var/lib/rancher/k3s/server. The rig's stand-in keeps its etcd at the
+// same place.
+const ServerDatastoreDir = "/var/lib/rancher/k3s/server/db"
+
+// DatastoreVolumeName is the tmpfs-backed Docker volume holding the
+// server's datastore. Its k3d- prefix and the k3d.cluster label make it one
+// of the cluster's volumes, removed with it by k3d and by Delete
+// (k3d-io/k3d pkg/runtimes/util/volumes.go and pkg/client/cluster.go@v5.9.0).
+func DatastoreVolumeName(cluster string) string { return "k3d-" + cluster + "-datastore" }
+
 // ClusterConfig translates a lane into k3d's simple config: one server and
 // l.Agents agents, no load balancer, the API on 127.0.0.1:l.APIPort, k3s's
 // own flannel, network policy and traefik off (the lane deploys its CNI),
@@ -62,9 +109,9 @@ var clusterCIDR = map[string]string{
 // /etc/machine-id per node, every kubelet allowed to run on a cgroup v1 host
 // and the registries config.
 func ClusterConfig(l *config.Lane, host HostFacts) (*v1alpha5.SimpleConfig, error) {
-	cidr, ok := clusterCIDR[l.CNI]
-	if !ok {
-		return nil, fmt.Errorf("cni %q: the cluster config knows flannel and calico", l.CNI)
+	cidr, serviceCIDR, err := CIDRs(l)
+	if err != nil {
+		return nil, err
 	}
 	if l.Agents < 1 {
 		return nil, fmt.Errorf("agents is %d: the lane needs at least one agent for its PFs", l.Agents)
@@ -98,12 +145,16 @@ func ClusterConfig(l *config.Lane, host HostFacts) (*v1alpha5.SimpleConfig, erro
 
 	server := []string{"server:0"}
 	agents := []string{"agent:*"}
-	for _, a := range []string{
+	serverArgs := []string{
 		"--disable=traefik",
 		"--flannel-backend=none",
 		"--disable-network-policy",
 		"--cluster-cidr=" + cidr,
-	} {
+	}
+	if serviceCIDR != "" {
+		serverArgs = append(serverArgs, "--service-cidr="+serviceCIDR)
+	}
+	for _, a := range serverArgs {
 		sc.Options.K3sOptions.ExtraArgs = append(sc.Options.K3sOptions.ExtraArgs, v1alpha5.K3sArgWithNodeFilters{Arg: a, NodeFilters: server})
 	}
 	for _, a := range kubeletArgs(l.Kubelet) {
@@ -122,6 +173,12 @@ func ClusterConfig(l *config.Lane, host HostFacts) (*v1alpha5.SimpleConfig, erro
 
 	vol := func(spec string, filters ...string) {
 		sc.Volumes = append(sc.Volumes, v1alpha5.VolumeWithNodeFilters{Volume: spec, NodeFilters: filters})
+	}
+	if l.DatastoreOnTmpfs() {
+		// k3d's nodes have no tmpfs setting of their own (only /run and
+		// /var/run, k3d-io/k3d pkg/types/defaults.go@v5.9.0): the volume
+		// is a Docker local volume of type tmpfs that Create makes first.
+		vol(DatastoreVolumeName(name)+":"+ServerDatastoreDir, server...)
 	}
 	if host.VFIODir {
 		vol(l.VFIODir+":"+devVFIO, agents...)
@@ -158,13 +215,22 @@ func ClusterConfig(l *config.Lane, host HostFacts) (*v1alpha5.SimpleConfig, erro
 	return sc, nil
 }
 
-// kubeletArgs are the agents' kubelet flags (kubevirtci's CPU-manager set-up).
-// The policy flag is left out for "none", kubelet's default; the
-// reservations stand on their own.
+// kubeletArgs are the agents' kubelet flags (kubevirtci's CPU-manager and
+// topology-manager set-up). Policy flags are left out for "none" and the
+// scope for "container", kubelet's defaults (kubernetes/kubernetes
+// pkg/kubelet/apis/config/v1beta1/defaults.go@v1.35.5); the reservations
+// stand on their own. --topology-manager-policy and --topology-manager-scope
+// are kubelet flags (cmd/kubelet/app/options/options.go@v1.35.5).
 func kubeletArgs(k config.Kubelet) []string {
 	var out []string
 	if k.CPUManagerPolicy != "" && k.CPUManagerPolicy != "none" {
 		out = append(out, "cpu-manager-policy="+k.CPUManagerPolicy)
+	}
+	if k.TopologyManagerPolicy != "" && k.TopologyManagerPolicy != config.TopologyPolicyNone {
+		out = append(out, "topology-manager-policy="+k.TopologyManagerPolicy)
+	}
+	if k.TopologyManagerScope != "" && k.TopologyManagerScope != config.TopologyScopeContainer {
+		out = append(out, "topology-manager-scope="+k.TopologyManagerScope)
 	}
 	if k.KubeReserved != "" {
 		out = append(out, "kube-reserved="+k.KubeReserved)

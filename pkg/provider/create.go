@@ -103,6 +103,14 @@ func (p *Provider) Create(ctx context.Context, l *config.Lane, opts CreateOption
 	if err := writeMachineIDs(l); err != nil {
 		return err
 	}
+	// Before k3d's transform: its validation creates a plain volume for a
+	// k3d- named volume that does not exist yet.
+	if err := p.createIPv6Network(ctx, l); err != nil {
+		return err
+	}
+	if err := p.createDatastoreVolume(ctx, l); err != nil {
+		return err
+	}
 	cc, err := k3dconfig.TransformSimpleToClusterConfig(ctx, runtimes.Docker, *sc, "")
 	if err != nil {
 		return fmt.Errorf("translating lane %s for k3d: %w", name, err)

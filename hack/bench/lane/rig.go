@@ -33,7 +33,9 @@ type bench struct {
 	state    *rig.State
 	lane     *config.Lane
 	baseline *config.Lane
-	docker   *client.Client
+	// laneOnDisk is lane with server.datastoreOnTmpfs false.
+	laneOnDisk *config.Lane
+	docker     *client.Client
 
 	stopEmulator func() error
 }
@@ -72,7 +74,11 @@ func newBench(ctx context.Context, o options) (*bench, error) {
 		return b, err
 	}
 	l.Name, l.APIPort = laneName, o.port+1
+	l.Server.DatastoreOnTmpfs = ptrTo(true)
 	b.lane = l
+	onDisk := *l
+	onDisk.Server.DatastoreOnTmpfs = ptrTo(false)
+	b.laneOnDisk = &onDisk
 	base := *l
 	base.Name, base.APIPort = baselineName, o.port
 	b.baseline = &base
@@ -161,3 +167,5 @@ func checkNetnsName(name string) error {
 	}
 	return fmt.Errorf("%s exists but is not a network namespace (a stale, shadowed mount; cleared by reboot): pick another rig prefix, e.g. LANE_BENCH_ARGS='-prefix bl-b' make bench", p)
 }
+
+func ptrTo[T any](v T) *T { return &v }

@@ -71,6 +71,7 @@ func Settings() []Setting {
 		{"resource-name", []string{"SRIOV_LANE_RESOURCE_NAME"}, "string", "extended resource name", strSetter(func(l *Lane) *string { return &l.ResourceName })},
 		{"node-label", []string{"SRIOV_LANE_NODE_LABEL"}, "string", "key=value label for agents with PFs", strSetter(func(l *Lane) *string { return &l.NodeLabel })},
 		{"cni", []string{"SRIOV_LANE_CNI"}, "string", "flannel or calico", strSetter(func(l *Lane) *string { return &l.CNI })},
+		{"ip-family", []string{"SRIOV_LANE_IP_FAMILY", "IPFAMILY"}, "string", "cluster IP family: ipv4, ipv6 or dual", strSetter(func(l *Lane) *string { return &l.IPFamily })},
 		{"k3s-image", []string{"SRIOV_LANE_K3S_IMAGE"}, "string", "k3s node image", strSetter(func(l *Lane) *string { return &l.K3sImage })},
 		{"tools-image", []string{"SRIOV_LANE_TOOLS_IMAGE"}, "string", "k3d tools image (mirrors, air-gapped hosts)", strSetter(func(l *Lane) *string { return &l.ToolsImage })},
 		{"api-port", []string{"SRIOV_LANE_API_PORT", "HOST_PORT"}, "int", "host port of the Kubernetes API on 127.0.0.1", intSetter("apiPort", func(l *Lane) *int { return &l.APIPort })},
@@ -90,6 +91,24 @@ func Settings() []Setting {
 		{"state-dir", []string{"SRIOV_LANE_STATE_DIR"}, "string", "journals and leases", strSetter(func(l *Lane) *string { return &l.StateDir })},
 		{"volume", []string{"SRIOV_LANE_VOLUMES"}, "list", "extra mount HOST:CONTAINER@NODEFILTER", listSetter(func(l *Lane) *[]string { return &l.Volumes })},
 		{"image-registry-mirror", []string{"SRIOV_LANE_IMAGE_REGISTRY_MIRROR"}, "string", "mirror for every image the lane pulls", strSetter(func(l *Lane) *string { return &l.ImageRegistryMirror })},
+		{"topology-manager-policy", []string{"SRIOV_LANE_TOPOLOGY_MANAGER_POLICY", "KUBEVIRT_TOPOLOGY_MANAGER_POLICY"}, "string", "agents' kubelet topology manager policy: none, best-effort, restricted, single-numa-node", strSetter(func(l *Lane) *string { return &l.Kubelet.TopologyManagerPolicy })},
+		{"topology-manager-scope", []string{"SRIOV_LANE_TOPOLOGY_MANAGER_SCOPE"}, "string", "agents' kubelet topology manager scope: container or pod", strSetter(func(l *Lane) *string { return &l.Kubelet.TopologyManagerScope })},
+		{"datastore-on-tmpfs", []string{"SRIOV_LANE_DATASTORE_ON_TMPFS", "KUBEVIRT_WITH_KIND_ETCD_IN_MEMORY"}, "bool", "keep the k3s server's datastore on a tmpfs", func(l *Lane, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return invalid("server.datastoreOnTmpfs", "true or false", "%q", v)
+			}
+			l.Server.DatastoreOnTmpfs = &b
+			return nil
+		}},
+		{"network-resources-injector", []string{"SRIOV_LANE_NETWORK_RESOURCES_INJECTOR"}, "bool", "deploy network-resources-injector: pods get VF requests from their NADs", func(l *Lane, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return invalid("components.networkResourcesInjector", "true or false", "%q", v)
+			}
+			l.Components.NetworkResourcesInjector = b
+			return nil
+		}},
 		{"kubeconfig", []string{"SRIOV_LANE_KUBECONFIG"}, "string", "where to write the lane's kubeconfig", strSetter(func(l *Lane) *string { return &l.Kubeconfig })},
 		{"wait-timeout", []string{"SRIOV_LANE_WAIT_TIMEOUT"}, "duration", "how long up waits for the cluster and VFs", func(l *Lane, v string) error {
 			d, err := time.ParseDuration(v)
