@@ -28,35 +28,15 @@ one that was removed cannot be repaired (run down, then up).`,
   sriov-lane repair --all`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			l, err := lf.load()
+			failed, _, err := lf.eachLane(all, func(l *config.Lane) error {
+				rep, err := lane.Repair(c.Context(), l, lane.RepairOptions{Out: g.streams.Out, Verbose: g.verbose})
+				if err == nil && len(rep.Repaired) > 0 {
+					fmt.Fprintf(g.streams.Out, "lane %s repaired (%s)\n", l.Name, strings.Join(rep.Repaired, ", "))
+				}
+				return err
+			})
 			if err != nil {
 				return err
-			}
-			names := []string{l.Name}
-			if all {
-				if lf.name != "" {
-					return usagef("--all and --name exclude each other")
-				}
-				if names, err = lane.Lanes(l.StateDir); err != nil {
-					return err
-				}
-			}
-			var failed []error
-			for _, n := range names {
-				ln := *l
-				ln.Name = n
-				saved, err := lane.ResolveSaved(&ln)
-				if err != nil {
-					failed = append(failed, err)
-					continue
-				}
-				rep, err := lane.Repair(c.Context(), saved, lane.RepairOptions{Out: g.streams.Out, Verbose: g.verbose})
-				switch {
-				case err != nil:
-					failed = append(failed, err)
-				case len(rep.Repaired) > 0:
-					fmt.Fprintf(g.streams.Out, "lane %s repaired (%s)\n", n, strings.Join(rep.Repaired, ", "))
-				}
 			}
 			if len(failed) > 0 {
 				return fmt.Errorf("%d lane(s) not repaired: %v", len(failed), failed)

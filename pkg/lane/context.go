@@ -1,6 +1,8 @@
 package lane
 
 import (
+	"errors"
+	"fmt"
 	"io"
 	"path/filepath"
 
@@ -70,6 +72,25 @@ func (c *Context) finish() {
 	if err := c.Journal.Remove(); err == nil {
 		removeLaneDir(c.Lane)
 	}
+}
+
+// openLane locks an existing lane's journal and connects to Docker: what
+// down and repair start from. The returned func releases both.
+func openLane(l *config.Lane, out io.Writer, verbose bool) (*Context, func(), error) {
+	j, err := journal.Open(JournalPath(l))
+	if err != nil {
+		if errors.Is(err, journal.ErrBusy) {
+			return nil, nil, fmt.Errorf("lane %s: %w (is another sriov-lane up, down or repair running on it? an up stopped with Ctrl-C undoes itself)", l.Name, err)
+		}
+		return nil, nil, err
+	}
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		j.Close()
+		return nil, nil, fmt.Errorf("connecting to Docker: %w", err)
+	}
+	c := &Context{Lane: l, Journal: j, Status: NewStatus(out, verbose), Docker: cli, Provider: provider.NewWithClient(cli), Out: out}
+	return c, func() { cli.Close(); j.Close() }, nil
 }
 
 // PinPath is where the netns of a lane's agent is pinned for the lane's

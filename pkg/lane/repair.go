@@ -7,8 +7,6 @@ import (
 	"io"
 	"os"
 
-	"github.com/docker/docker/client"
-
 	"github.com/sriov-lane/sriov-lane/pkg/cni"
 	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
 	"github.com/sriov-lane/sriov-lane/pkg/lane/journal"
@@ -40,21 +38,12 @@ func Repair(ctx context.Context, l *config.Lane, opts RepairOptions) (RepairRepo
 	if _, err := os.Stat(JournalPath(l)); errors.Is(err, os.ErrNotExist) {
 		return rep, fmt.Errorf("lane %s does not exist (no journal %s)", l.Name, JournalPath(l))
 	}
-	j, err := journal.Open(JournalPath(l))
+	c, closeLane, err := openLane(l, opts.Out, opts.Verbose)
 	if err != nil {
-		if errors.Is(err, journal.ErrBusy) {
-			return rep, fmt.Errorf("lane %s: %w (is 'sriov-lane up' or 'down' still running?)", l.Name, err)
-		}
 		return rep, err
 	}
-	defer j.Close()
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-	if err != nil {
-		return rep, fmt.Errorf("connecting to Docker: %w", err)
-	}
-	defer cli.Close()
-	status := NewStatus(opts.Out, opts.Verbose)
-	c := &Context{Lane: l, Journal: j, Status: status, Docker: cli, Provider: provider.NewWithClient(cli), Out: opts.Out}
+	defer closeLane()
+	j, cli, status := c.Journal, c.Docker, c.Status
 	c.SRIOV = &sriov.Session{Journal: j, Sysfs: sriov.Sysfs{Root: l.SysfsRoot}, Docker: cli, Log: func(m string) { status.Infof("%s", m) }}
 
 	status.Start("find what moved")
