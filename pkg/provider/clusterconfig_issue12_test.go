@@ -9,7 +9,6 @@ import (
 	k3dconfig "github.com/k3d-io/k3d/v5/pkg/config"
 	"github.com/k3d-io/k3d/v5/pkg/runtimes"
 	k3d "github.com/k3d-io/k3d/v5/pkg/types"
-	"sigs.k8s.io/yaml"
 
 	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
 )
@@ -22,15 +21,7 @@ func TestClusterConfigGoldenDualTopology(t *testing.T) {
 	l.Kubelet.TopologyManagerPolicy = config.TopologyPolicyRestricted
 	l.Kubelet.TopologyManagerScope = config.TopologyScopePod
 	l.Server.DatastoreOnTmpfs = new(bool)
-	sc, err := ClusterConfig(l, allHost())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := yaml.Marshal(sc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	goldenCompare(t, "dual-topology.golden", b)
+	goldenClusterConfig(t, l, allHost(), "dual-topology.golden")
 }
 
 // IPv6-only calico lane, topology manager off.
@@ -40,15 +31,7 @@ func TestClusterConfigGoldenIPv6Calico(t *testing.T) {
 	l.CNI = config.CNICalico
 	l.IPFamily = config.IPFamilyIPv6
 	l.Kubelet.TopologyManagerPolicy = config.TopologyPolicyNone
-	sc, err := ClusterConfig(l, allHost())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := yaml.Marshal(sc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	goldenCompare(t, "ipv6-calico.golden", b)
+	goldenClusterConfig(t, l, allHost(), "ipv6-calico.golden")
 }
 
 func TestCIDRs(t *testing.T) {

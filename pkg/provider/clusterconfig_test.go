@@ -39,8 +39,10 @@ func goldenCompare(t *testing.T, name string, got []byte) {
 
 func allHost() HostFacts { return HostFacts{VFIODir: true, LibModules: true} }
 
-func TestClusterConfigGoldenDefault(t *testing.T) {
-	sc, err := ClusterConfig(config.Default(), allHost())
+// goldenClusterConfig compares the k3d config of l on host with a golden file.
+func goldenClusterConfig(t *testing.T, l *config.Lane, host HostFacts, golden string) {
+	t.Helper()
+	sc, err := ClusterConfig(l, host)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +50,11 @@ func TestClusterConfigGoldenDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	goldenCompare(t, "default.golden", b)
+	goldenCompare(t, golden, b)
+}
+
+func TestClusterConfigGoldenDefault(t *testing.T) {
+	goldenClusterConfig(t, config.Default(), allHost(), "default.golden")
 }
 
 func TestClusterConfigGoldenCalicoMirror(t *testing.T) {
@@ -62,15 +68,7 @@ func TestClusterConfigGoldenCalicoMirror(t *testing.T) {
 	l.Registry.Enabled = new(bool)
 	l.Volumes = []string{"/srv/data:/data:ro@agent:0;server:0"}
 	// A cgroup v1 host: the golden shows the one kubelet arg that adds.
-	sc, err := ClusterConfig(l, HostFacts{Cgroup: CgroupV1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := yaml.Marshal(sc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	goldenCompare(t, "calico-mirror.golden", b)
+	goldenClusterConfig(t, l, HostFacts{Cgroup: CgroupV1}, "calico-mirror.golden")
 }
 
 func TestClusterConfigVFIOMissing(t *testing.T) {
