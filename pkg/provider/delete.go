@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
@@ -55,7 +56,14 @@ func (p *Provider) delete(ctx context.Context, cluster string) (removed []string
 		errs = append(errs, fmt.Errorf("listing leftover containers of %s: %w", cluster, err))
 	}
 	for _, c := range list {
-		if err := p.docker.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		err := p.docker.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+		if cerrdefs.IsConflict(err) {
+			// "removal already in progress": a down killed mid-delete left
+			// Docker finishing it. Wait for it rather than fail on it (and
+			// on the network and volumes it still holds).
+			err = p.waitContainerGone(ctx, c.ID)
+		}
+		if err != nil && !cerrdefs.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("removing container %v of %s: %w", c.Names, cluster, err))
 		} else if err == nil {
 			removed = append(removed, "container "+trimSlash(c.Names[0]))
@@ -87,4 +95,27 @@ func (p *Provider) delete(ctx context.Context, cluster string) (removed []string
 		return removed, fmt.Errorf("deleting lane cluster %s: %w", cluster, errors.Join(errs...))
 	}
 	return removed, nil
+}
+
+// containerGoneTimeout bounds the wait for a removal Docker already has
+// under way; removing a node container takes well under a second.
+const containerGoneTimeout = 30 * time.Second
+
+// waitContainerGone waits until the container no longer exists.
+func (p *Provider) waitContainerGone(ctx context.Context, id string) error {
+	deadline := time.Now().Add(containerGoneTimeout)
+	for {
+		_, err := p.docker.ContainerInspect(ctx, id)
+		if cerrdefs.IsNotFound(err) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("container %s is still being removed after %s", id[:min(12, len(id))], containerGoneTimeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
