@@ -69,6 +69,18 @@ func (v view) get(kind, name string, into runtime.Object) {
 	find(v.t, v.objs, kind, name, into)
 }
 
+// installation is Calico's Installation among the rendered objects.
+func (v view) installation() *unstructured.Unstructured {
+	v.t.Helper()
+	for _, u := range v.objs {
+		if u.GetKind() == "Installation" {
+			return u
+		}
+	}
+	v.t.Fatal("no Installation")
+	return nil
+}
+
 func (v view) ds(name string) *appsv1.DaemonSet {
 	var ds appsv1.DaemonSet
 	v.get("DaemonSet", name, &ds)
@@ -356,15 +368,7 @@ func TestConformanceCalico(t *testing.T) {
 	o := defaultTestOptions()
 	o.CNI = CNICalico
 	v := renderView(t, o)
-	var inst *unstructured.Unstructured
-	for _, u := range v.objs {
-		if u.GetKind() == "Installation" {
-			inst = u
-		}
-	}
-	if inst == nil {
-		t.Fatal("no Installation")
-	}
+	inst := v.installation()
 	pools, _, _ := unstructured.NestedSlice(inst.Object, "spec", "calicoNetwork", "ipPools")
 	fwd, _, _ := unstructured.NestedString(inst.Object, "spec", "calicoNetwork", "containerIPForwarding")
 	cr := "projectcalico/calico manifests/custom-resources.yaml@" + CalicoVersion

@@ -35,15 +35,7 @@ func TestConformanceIPFamily(t *testing.T) {
 
 		o.CNI = CNICalico
 		v = renderView(t, o)
-		var inst *unstructured.Unstructured
-		for _, u := range v.objs {
-			if u.GetKind() == "Installation" {
-				inst = u
-			}
-		}
-		if inst == nil {
-			t.Fatal("no Installation")
-		}
+		inst := v.installation()
 		pools, _, _ := unstructured.NestedSlice(inst.Object, "spec", "calicoNetwork", "ipPools")
 		var names []string
 		for _, p := range pools {

@@ -124,6 +124,14 @@ func newLane(t *testing.T, r *rig.Rig, name string, port int, pfs ...string) *la
 	return ln
 }
 
+// up brings the lane up and fails the test if it does not come up.
+func (l *lane) up(t *testing.T) {
+	t.Helper()
+	if res := run(t, nil, "up", "--config", l.path); res.code != 0 {
+		t.Fatal("up failed")
+	}
+}
+
 func (l *lane) down(t *testing.T) result {
 	return run(t, nil, "down", "--config", l.path)
 }

@@ -68,14 +68,10 @@ func TestSIGKILLAtRandomPointsLosesNothing(t *testing.T) {
 			case "up":
 				killAfter(t, within(7*time.Second), "up", "--config", l.path)
 			case "down":
-				if res := run(t, nil, "up", "--config", l.path); res.code != 0 {
-					t.Fatal("up failed")
-				}
+				l.up(t)
 				killAfter(t, within(2*time.Second), "down", "--config", l.path)
 			case "repair":
-				if res := run(t, nil, "up", "--config", l.path); res.code != 0 {
-					t.Fatal("up failed")
-				}
+				l.up(t)
 				if err := cli.ContainerRestart(context.Background(), "k3d-e2e-z-agent-0", container.StopOptions{}); err != nil {
 					t.Fatal(err)
 				}

@@ -226,9 +226,7 @@ func TestAgentRemovedByHandThenDown(t *testing.T) {
 	requireRig(t)
 	r := rig.NewForTest(t, 2, "rgd")
 	l := newLane(t, r, "e2e-d", 16449)
-	if res := run(t, nil, "up", "--config", l.path); res.code != 0 {
-		t.Fatal("up failed")
-	}
+	l.up(t)
 	cli := docker(t)
 	if err := cli.ContainerRemove(context.Background(), "k3d-e2e-d-agent-0", container.RemoveOptions{Force: true}); err != nil {
 		t.Fatal(err)
@@ -326,9 +324,7 @@ func TestNodesRestartedThenDown(t *testing.T) {
 	requireRig(t)
 	r := rig.NewForTest(t, 2, "rgr")
 	l := newLane(t, r, "e2e-r", 16454)
-	if res := run(t, nil, "up", "--config", l.path); res.code != 0 {
-		t.Fatal("up failed")
-	}
+	l.up(t)
 	cli := docker(t)
 	ctx := context.Background()
 	for _, n := range []string{"k3d-e2e-r-server-0", "k3d-e2e-r-agent-0", "k3d-e2e-r-agent-1"} {
@@ -355,9 +351,7 @@ func TestDownWithVFHeldInAgent(t *testing.T) {
 	requireRig(t)
 	r := rig.NewForTest(t, 2, "rgq")
 	l := newLane(t, r, "e2e-q", 16456)
-	if res := run(t, nil, "up", "--config", l.path); res.code != 0 {
-		t.Fatal("up failed")
-	}
+	l.up(t)
 	// Every PF's first VF is bound to vfio-pci; take the one of the PF in
 	// agent-0 (leases go in PF order).
 	pfDir := filepath.Join(r.State.SysfsRoot, "bus/pci/devices", r.State.PFs[0].BDF)
@@ -426,9 +420,7 @@ func TestRestartedAgentDegradedThenRepaired(t *testing.T) {
 	requireRig(t)
 	r := rig.NewForTest(t, 2, "rgp")
 	l := newLane(t, r, "e2e-p", 16457)
-	if res := run(t, nil, "up", "--config", l.path); res.code != 0 {
-		t.Fatal("up failed")
-	}
+	l.up(t)
 	t.Cleanup(func() { l.down(t) })
 	if res := run(t, nil, "status", "--config", l.path); res.code != 0 || !strings.Contains(res.output, "healthy") {
 		t.Fatalf("status of a fresh lane: exit %d\n%s", res.code, res.output)
@@ -480,9 +472,7 @@ func TestHostSysctlsRestoredByDown(t *testing.T) {
 	t.Cleanup(func() { os.WriteFile(key, before, 0o644) })
 	r := rig.NewForTest(t, 1, "rgs")
 	l := newLane(t, r, "e2e-s", 16458)
-	if res := run(t, nil, "up", "--config", l.path); res.code != 0 {
-		t.Fatal("up failed")
-	}
+	l.up(t)
 	if err := os.WriteFile(key, []byte("1"), 0o644); err != nil {
 		t.Fatal(err)
 	}
