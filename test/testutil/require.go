@@ -14,8 +14,8 @@ import (
 // Stand-in image names. They carry "standin" in both repository and tag so
 // they can never be mistaken for a real k3s, k3d-tools or registry image.
 const (
-	StandinK3sImage      = "sriov-lane-standin/k3s:v1.35.5-k3s1-standin"
-	StandinToolsImage    = "sriov-lane-standin/k3d-tools:standin"
+	StandinK3sImage      = "sriov-lane-standin/k3s:v1.36.3-k3s1-standin-node"
+	StandinToolsImage    = "sriov-lane-standin/k3d-tools:standin-node"
 	StandinRegistryImage = "sriov-lane-standin/registry:2-standin"
 )
 
