@@ -22,6 +22,7 @@ testutil_const() {
 K3S_IMAGE="$(testutil_const StandinK3sImage)"
 TOOLS_IMAGE="$(testutil_const StandinToolsImage)"
 REGISTRY_IMAGE="$(testutil_const StandinRegistryImage)"
+PAUSE_IMAGE="$(testutil_const StandinPauseImage)"
 
 log() { printf 'test-env: %s\n' "$*"; }
 warn() { printf 'test-env: WARNING: %s\n' "$*" >&2; }
@@ -45,7 +46,7 @@ phase_end() {
 
 [[ $(id -u) -eq 0 ]] || die "must run as root (installs packages, configures dockerd)"
 [[ -f "${ROOT}/test/testutil/require.go" ]] || die "test/testutil/require.go missing: cannot learn image names"
-[[ -n "${K3S_IMAGE}" && -n "${TOOLS_IMAGE}" && -n "${REGISTRY_IMAGE}" ]] || die "could not read image names from test/testutil/require.go"
+[[ -n "${K3S_IMAGE}" && -n "${TOOLS_IMAGE}" && -n "${REGISTRY_IMAGE}" && -n "${PAUSE_IMAGE}" ]] || die "could not read image names from test/testutil/require.go"
 
 # Several engineers (and CI) may run this at once on one machine: serialise
 # so caches, daemon.json and image tags are written by one run at a time.
@@ -160,12 +161,98 @@ build_tool() { # module-dir cache-dir name package ldflags
 	(cd "${dir}" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "${ldflags}" -o "${cache}/${name}.tmp.$$" "${pkg}") || return 1
 	mv -f "${cache}/${name}.tmp.$$" "${cache}/${name}"
 }
-build_tool "${TOOLS_DIR}" "${TOOLS_CACHE}" kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "${K8S_LDFLAGS}"
-build_tool "${TOOLS_DIR}" "${TOOLS_CACHE}" etcd go.etcd.io/etcd/server/v3 "-s -w"
+# build_tools MODULE-DIR KEY-SALT "ENV..." "GO BUILD FLAGS..." PKG[=NAME]...
+# (ENV and FLAGS are shell words, quoted as on a command line):
+# builds every package in ONE `go build -o DIR/` (shared packages compile
+# once) into /var/cache/sriov-lane/tools/<sha256 of go.sum + salt + env +
+# flags>/ and sets TOOLS_OUT to that directory. A package's binary is named
+# after its last path element unless =NAME renames it. Nothing is built
+# when every binary is already cached.
+build_tools() {
+	local dir="$1" salt="$2" env="$3" flags="$4"
+	shift 4
+	local key
+	key="$({ cat "${dir}/go.sum"; printf '%s\n' "${salt}" "${env}" "${flags}" "$@"; } | sha256sum | cut -c1-64)"
+	TOOLS_OUT="${CACHE_ROOT}/tools/${key}"
+	local spec pkgs=() missing=0
+	for spec in "$@"; do
+		pkgs+=("${spec%%=*}")
+		[[ -x "${TOOLS_OUT}/$(tool_name "${spec}")" ]] || missing=1
+	done
+	((missing)) || return 0
+	local tmp="${TOOLS_OUT}.tmp.$$" start
+	rm -rf "${tmp}"
+	mkdir -p "${tmp}"
+	start=$(date +%s)
+	log "building $(for spec in "$@"; do printf '%s ' "$(tool_name "${spec}")"; done)(${dir#"${ROOT}/"}); a cold build takes minutes"
+	local -a ev fl
+	eval "ev=(${env})"
+	eval "fl=(${flags})"
+	(cd "${dir}" && env "${ev[@]}" GOFLAGS=-mod=mod go build -trimpath "${fl[@]}" -o "${tmp}/" "${pkgs[@]}") || { rm -rf "${tmp}"; return 1; }
+	for spec in "$@"; do
+		if [[ "${spec}" == *=* ]]; then
+			local built
+			built="$(basename "${spec%%=*}")"
+			[[ "${built}" =~ ^v[0-9]+$ ]] && built="$(basename "$(dirname "${spec%%=*}")")"
+			mv -f "${tmp}/${built}" "${tmp}/${spec#*=}"
+		fi
+	done
+	mkdir -p "${TOOLS_OUT}"
+	for spec in "$@"; do
+		mv -f "${tmp}/$(tool_name "${spec}")" "${TOOLS_OUT}/"
+	done
+	rm -rf "${tmp}"
+	log "built in $(($(date +%s) - start)) s into ${TOOLS_OUT}"
+}
+tool_name() { if [[ "$1" == *=* ]]; then printf '%s' "${1#*=}"; else basename "$1"; fi; }
 mkdir -p "${ASSETS}"
-for b in kube-apiserver etcd; do
-	ln -sfn "${TOOLS_CACHE}/${b}" "${ASSETS}/${b}"
+
+# The control plane and the node's kube components: one module
+# (k8s.io/kubernetes v1.36.3), one invocation. CGO_ENABLED=0: they run in
+# FROM-scratch images.
+build_tools "${TOOLS_DIR}" k8s "CGO_ENABLED=0" "-ldflags='${K8S_LDFLAGS}'" \
+	k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubelet \
+	k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler \
+	go.etcd.io/etcd/server/v3=etcd
+K8S_BIN="${TOOLS_OUT}"
+for b in kube-apiserver etcd kubelet kube-controller-manager kube-scheduler; do
+	ln -sfn "${K8S_BIN}/${b}" "${ASSETS}/${b}"
 done
+
+# The node's container runtime (hack/tools/node): containerd v2 + ctr and
+# the reference CNI plugins (CGO_ENABLED=0, no btrfs/devmapper/zfs), the
+# runc shim (no_grpc), and runc, which needs cgo and libseccomp (kubelet
+# asks for the RuntimeDefault seccomp profile): a static-pie against
+# Debian's libseccomp.a, unpacked from its package, not installed.
+phase node-runtime
+NODE_DIR="${TOOLS_DIR}/node"
+CTRD_LDFLAGS="-s -w -X github.com/containerd/containerd/v2/version.Version=v2.4.2"
+build_tools "${NODE_DIR}" ctrd "CGO_ENABLED=0" "-tags=no_btrfs,no_devmapper,no_zfs -ldflags='${CTRD_LDFLAGS}'" \
+	github.com/containerd/containerd/v2/cmd/containerd github.com/containerd/containerd/v2/cmd/ctr \
+	github.com/containernetworking/plugins/plugins/main/bridge github.com/containernetworking/plugins/plugins/main/loopback \
+	github.com/containernetworking/plugins/plugins/ipam/host-local github.com/containernetworking/plugins/plugins/meta/portmap \
+	github.com/containernetworking/plugins/plugins/meta/bandwidth github.com/containernetworking/plugins/plugins/meta/firewall
+CTRD_BIN="${TOOLS_OUT}"
+build_tools "${NODE_DIR}" shim "CGO_ENABLED=0" "-tags=no_grpc,no_btrfs,no_devmapper,no_zfs -ldflags='${CTRD_LDFLAGS}'" \
+	github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2
+SHIM_BIN="${TOOLS_OUT}"
+SECCOMP_DIR="${CACHE_ROOT}/libseccomp-dev"
+if [[ ! -f "${SECCOMP_DIR}/root/usr/include/seccomp.h" ]]; then
+	rm -rf "${SECCOMP_DIR}"
+	mkdir -p "${SECCOMP_DIR}"
+	(cd "${SECCOMP_DIR}" && { apt-get download libseccomp-dev >/dev/null 2>&1 || { apt-get update -qq && apt-get download libseccomp-dev >/dev/null; }; }) || die "apt-get download libseccomp-dev failed"
+	dpkg -x "${SECCOMP_DIR}"/libseccomp-dev_*.deb "${SECCOMP_DIR}/root"
+fi
+SC="${SECCOMP_DIR}/root"
+SC_LIB="$(dirname "$(find "${SC}" -name libseccomp.a | head -1)")"
+build_tools "${NODE_DIR}" "runc $(basename "${SECCOMP_DIR}"/libseccomp-dev_*.deb)" \
+	"CGO_ENABLED=1 CGO_CFLAGS=-I${SC}/usr/include CGO_LDFLAGS=-L${SC_LIB} PKG_CONFIG_PATH=${SC_LIB}/pkgconfig PKG_CONFIG_SYSROOT_DIR=${SC}" \
+	"-buildmode=pie -tags=seccomp,netgo,osusergo -ldflags='-s -w -X main.version=1.5.3 -linkmode external -extldflags -static-pie'" \
+	github.com/opencontainers/runc
+RUNC_BIN="${TOOLS_OUT}"
+for b in containerd ctr bridge loopback host-local portmap bandwidth firewall; do ln -sfn "${CTRD_BIN}/${b}" "${ASSETS}/${b}"; done
+ln -sfn "${SHIM_BIN}/containerd-shim-runc-v2" "${ASSETS}/containerd-shim-runc-v2"
+ln -sfn "${RUNC_BIN}/runc" "${ASSETS}/runc"
 
 REGISTRY_DIR="${TOOLS_DIR}/registry"
 REGISTRY_BIN=""
@@ -191,12 +278,13 @@ if cmp -s "${STANDIN_BIN}.tmp" "${STANDIN_BIN}"; then rm -f "${STANDIN_BIN}.tmp"
 HASH_LABEL=io.sriov-lane.standin.content-hash
 # build_image TAG DOCKERFILE-BODY "K3S-LINK..." SRC:DEST... — rebuilds only when
 # the hash of the inputs differs from the label on the existing image.
+# IMAGE_BUSYBOX=0 leaves busybox out; IMAGE_HASH_EXTRA is hashed with the inputs.
 build_image() {
 	local tag="$1" body="$2" k3s_links="$3"
 	shift 3
-	local hash spec
+	local hash spec with_busybox="${IMAGE_BUSYBOX:-1}"
 	hash="$({
-		printf '%s\n' "${body}" "${k3s_links}"
+		printf '%s\n' "${body}" "${k3s_links}" "${with_busybox}" "${IMAGE_HASH_EXTRA:-}"
 		sha_of "${BUSYBOX}"
 		for spec in "$@"; do
 			printf '%s %s\n' "${spec#*:}" "$(sha_of "${spec%%:*}")"
@@ -213,11 +301,13 @@ build_image() {
 	ctx="$(mktemp -d /tmp/sriov-lane-standin-ctx.XXXXXX)"
 	mkdir -p "${ctx}/rootfs/bin" "${ctx}/rootfs/tmp" "${ctx}/rootfs/etc" "${ctx}/rootfs/var/log" "${ctx}/rootfs/run" "${ctx}/rootfs/root" "${ctx}/rootfs/output"
 	chmod 1777 "${ctx}/rootfs/tmp"
-	cp "${BUSYBOX}" "${ctx}/rootfs/bin/busybox"
 	local applet
-	for applet in $("${BUSYBOX}" --list); do
-		[[ "${applet}" == busybox ]] || ln -s busybox "${ctx}/rootfs/bin/${applet}"
-	done
+	if [[ "${with_busybox}" == 1 ]]; then
+		cp "${BUSYBOX}" "${ctx}/rootfs/bin/busybox"
+		for applet in $("${BUSYBOX}" --list); do
+			[[ "${applet}" == busybox ]] || ln -s busybox "${ctx}/rootfs/bin/${applet}"
+		done
+	fi
 	for applet in ${k3s_links}; do
 		ln -sfn k3s "${ctx}/rootfs/bin/${applet}"
 	done
@@ -248,12 +338,42 @@ build_image() {
 	fi
 }
 
+# The sandbox image containerd pins in the nodes: a stand-in pause built
+# here (test/standin/pause), saved into the node image's airgap images
+# directory, which the stand-in k3s imports at start as k3s does.
+phase image-pause
+PAUSE_BIN="${ROOT}/bin/standin/pause"
+(cd "${ROOT}" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "${PAUSE_BIN}.tmp" ./test/standin/pause)
+if cmp -s "${PAUSE_BIN}.tmp" "${PAUSE_BIN}"; then rm -f "${PAUSE_BIN}.tmp"; else mv -f "${PAUSE_BIN}.tmp" "${PAUSE_BIN}"; fi
+IMAGE_BUSYBOX=0 build_image "${PAUSE_IMAGE}" 'ENTRYPOINT ["/pause"]' "" "${PAUSE_BIN}:/pause"
+PAUSE_ID="$(docker image inspect -f '{{.Id}}' "${PAUSE_IMAGE}")"
+PAUSE_TAR="${ROOT}/bin/standin/pause.tar"
+if [[ "$(cat "${PAUSE_TAR}.id" 2>/dev/null)" != "${PAUSE_ID}" ]]; then
+	docker save -o "${PAUSE_TAR}.tmp" "${PAUSE_IMAGE}"
+	mv -f "${PAUSE_TAR}.tmp" "${PAUSE_TAR}"
+	printf '%s\n' "${PAUSE_ID}" >"${PAUSE_TAR}.id"
+fi
+
 phase image-k3s
-# k3s links kubectl and the container tools to its multi-call binary; the
-# stand-in answers those names itself (see test/standin/k3s/main.go).
-build_image "${K3S_IMAGE}" 'ENTRYPOINT ["/bin/k3s"]
-CMD ["agent"]' "kubectl crictl ctr iptables-save iptables-restore ip6tables-save ip6tables-restore" \
-	"${STANDIN_BIN}:/bin/k3s" "${ASSETS}/kube-apiserver:/bin/kube-apiserver" "${ASSETS}/etcd:/bin/etcd"
+# The node image: the stand-in k3s supervisor as /bin/k3s and the real
+# components it starts, in rancher/k3s's places (k3s-io/k3s
+# package/Dockerfile: k3s's data archive unpacked at /, binaries and CNI
+# plugins in /bin, these VOLUMEs). /var/lib/rancher/k3s holds containerd's
+# root (agent/containerd), so it is a Docker volume, as overlayfs
+# snapshots cannot live on the container's own overlay. k3s links kubectl
+# to its multi-call binary; the stand-in answers kubectl (k3d's
+# uncordon/drain) and, for now, iptables-save/-restore itself. ctr is the
+# real one, pointed at k3s's containerd socket and namespace as k3s's ctr
+# defaults to.
+node_files=("${STANDIN_BIN}:/bin/k3s" "${PAUSE_TAR}:/var/lib/rancher/k3s/agent/images/sriov-lane-standin-pause.tar")
+for b in kube-apiserver etcd kube-controller-manager kube-scheduler kubelet containerd containerd-shim-runc-v2 ctr runc \
+	bridge loopback host-local portmap bandwidth firewall; do
+	node_files+=("${ASSETS}/${b}:/bin/${b}")
+done
+IMAGE_HASH_EXTRA="pause ${PAUSE_ID}" build_image "${K3S_IMAGE}" 'ENV CONTAINERD_ADDRESS=/run/k3s/containerd/containerd.sock CONTAINERD_NAMESPACE=k8s.io
+VOLUME /var/lib/kubelet /var/lib/rancher/k3s /var/lib/cni /var/log
+ENTRYPOINT ["/bin/k3s"]
+CMD ["agent"]' "kubectl iptables-save iptables-restore ip6tables-save ip6tables-restore" "${node_files[@]}"
 
 phase image-tools
 build_image "${TOOLS_IMAGE}" 'ENTRYPOINT ["/bin/k3s"]

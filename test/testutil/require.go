@@ -17,6 +17,9 @@ const (
 	StandinK3sImage      = "sriov-lane-standin/k3s:v1.36.3-k3s1-standin-node"
 	StandinToolsImage    = "sriov-lane-standin/k3d-tools:standin-node"
 	StandinRegistryImage = "sriov-lane-standin/registry:2-standin"
+	// StandinPauseImage is the sandbox image containerd pins in stand-in
+	// nodes (test/standin/pause); containerd names it docker.io/....
+	StandinPauseImage = "sriov-lane-standin/pause:3.10-standin"
 )
 
 // Strict reports whether a missing prerequisite must fail the test rather
