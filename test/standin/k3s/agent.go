@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"time"
 
@@ -21,8 +23,10 @@ const (
 	dpConfigKey       = "config.json"
 )
 
-// runAgent joins the server named by K3S_URL, registers this container as a
-// Node and advertises the SR-IOV resources the device plugin would find.
+// runAgent joins the server named by K3S_URL: it starts containerd and
+// kubelet with the flags k3s would give them, then labels the Node kubelet
+// registers. Until the device plugin stand-in runs as a DaemonSet it also
+// advertises the SR-IOV VFs as Node capacity (see nodeKeeper).
 func runAgent(ctx context.Context, f k3sFlags) error {
 	hostname, err := nodeName(f)
 	if err != nil {
@@ -49,26 +53,63 @@ func runAgent(ctx context.Context, f k3sFlags) error {
 	if err := waitForServer(ctx, client, url); err != nil {
 		return err
 	}
-
-	node := &nodeKeeper{client: client, name: hostname, ip: nodeIP(), labels: f.labels()}
+	// kubelet resolves with the node's /etc/resolv.conf, which k3d's DNS
+	// fix points at rules the stand-in image cannot write (see resolver.go):
+	// hand it the server's address instead of its name.
+	apiURL, err := resolveURL(ctx, url)
+	if err != nil {
+		return err
+	}
+	// The cluster's DNS settings come from the server in k3s; the stand-in
+	// agent assumes k3s's defaults (10.43.0.10, cluster.local).
+	procs, err := startNode(ctx, nodeOptions{
+		name: hostname, ip: firstNonEmpty(f.nodeIP, nodeIP()), apiURL: apiURL, token: token,
+		clusterDNS: "10.43.0.10", clusterDomain: "cluster.local", flags: f,
+	})
+	if err != nil {
+		return err
+	}
+	node := &nodeKeeper{client: client, name: hostname, labels: f.labels()}
 	node.resources = func(ctx context.Context) (map[string]int64, error) {
 		return sriovResources(ctx, client)
 	}
-	for {
-		err := node.register(ctx)
-		if err == nil {
-			break
+	go func() {
+		if err := node.waitRegistered(ctx); err == nil {
+			node.keepAlive(ctx)
 		}
-		logf("Unable to register node %s with API server: %v", hostname, err)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(time.Second):
-		}
+	}()
+	err = supervise(ctx, procs, nil)
+	if ctx.Err() != nil {
+		return nil
 	}
-	logf("Successfully registered node %s", hostname)
-	node.keepAlive(ctx)
-	return nil
+	return err
+}
+
+// resolveURL replaces the host of an https URL by its IPv4 address.
+func resolveURL(ctx context.Context, raw string) (string, error) {
+	u, err := neturl.Parse(raw)
+	if err != nil {
+		return "", fmt.Errorf("parsing server URL %q: %w", raw, err)
+	}
+	host := u.Hostname()
+	if net.ParseIP(host) != nil {
+		return raw, nil
+	}
+	d := newDialer()
+	r := d.Resolver
+	if r == nil {
+		r = net.DefaultResolver
+	}
+	addrs, err := r.LookupIPAddr(ctx, host)
+	if err != nil || len(addrs) == 0 {
+		return "", fmt.Errorf("resolving server %s: %v", host, err)
+	}
+	if p := u.Port(); p != "" {
+		u.Host = net.JoinHostPort(addrs[0].IP.String(), p)
+	} else {
+		u.Host = addrs[0].IP.String()
+	}
+	return u.String(), nil
 }
 
 // waitForServer retries until the API server answers, as a k3s agent that
