@@ -60,6 +60,7 @@ need_pkgs=()
 command -v dockerd >/dev/null 2>&1 || need_pkgs+=(docker.io)
 pkg_installed() { [[ "$(dpkg-query -W -f '${Status}' "$1" 2>/dev/null)" == "install ok installed" ]]; }
 pkg_installed busybox-static || need_pkgs+=(busybox-static)
+pkg_installed iptables || need_pkgs+=(iptables)
 command -v jq >/dev/null 2>&1 || need_pkgs+=(jq)
 if ((${#need_pkgs[@]})); then
 	log "installing ${need_pkgs[*]}"
@@ -212,10 +213,10 @@ mkdir -p "${ASSETS}"
 # FROM-scratch images.
 build_tools "${TOOLS_DIR}" k8s "CGO_ENABLED=0" "-ldflags='${K8S_LDFLAGS}'" \
 	k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubelet \
-	k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler \
+	k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-proxy \
 	go.etcd.io/etcd/server/v3=etcd
 K8S_BIN="${TOOLS_OUT}"
-for b in kube-apiserver etcd kubelet kube-controller-manager kube-scheduler; do
+for b in kube-apiserver etcd kubelet kube-controller-manager kube-scheduler kube-proxy; do
 	ln -sfn "${K8S_BIN}/${b}" "${ASSETS}/${b}"
 done
 
@@ -278,13 +279,14 @@ if cmp -s "${STANDIN_BIN}.tmp" "${STANDIN_BIN}"; then rm -f "${STANDIN_BIN}.tmp"
 HASH_LABEL=io.sriov-lane.standin.content-hash
 # build_image TAG DOCKERFILE-BODY "K3S-LINK..." SRC:DEST... — rebuilds only when
 # the hash of the inputs differs from the label on the existing image.
-# IMAGE_BUSYBOX=0 leaves busybox out; IMAGE_HASH_EXTRA is hashed with the inputs.
+# IMAGE_BUSYBOX=0 leaves busybox out; IMAGE_HASH_EXTRA is hashed with the inputs;
+# IMAGE_LINKS holds "PATH=TARGET" symlinks to add.
 build_image() {
 	local tag="$1" body="$2" k3s_links="$3"
 	shift 3
 	local hash spec with_busybox="${IMAGE_BUSYBOX:-1}"
 	hash="$({
-		printf '%s\n' "${body}" "${k3s_links}" "${with_busybox}" "${IMAGE_HASH_EXTRA:-}"
+		printf '%s\n' "${body}" "${k3s_links}" "${with_busybox}" "${IMAGE_HASH_EXTRA:-}" "${IMAGE_LINKS:-}"
 		sha_of "${BUSYBOX}"
 		for spec in "$@"; do
 			printf '%s %s\n' "${spec#*:}" "$(sha_of "${spec%%:*}")"
@@ -310,6 +312,11 @@ build_image() {
 	fi
 	for applet in ${k3s_links}; do
 		ln -sfn k3s "${ctx}/rootfs/bin/${applet}"
+	done
+	local link
+	for link in ${IMAGE_LINKS:-}; do
+		mkdir -p "${ctx}/rootfs$(dirname "${link%%=*}")"
+		ln -sfn "${link#*=}" "${ctx}/rootfs${link%%=*}"
 	done
 	printf 'root:x:0:0:root:/root:/bin/sh\n' >"${ctx}/rootfs/etc/passwd"
 	printf 'root:x:0:\n' >"${ctx}/rootfs/etc/group"
@@ -358,22 +365,37 @@ phase image-k3s
 # The node image: the stand-in k3s supervisor as /bin/k3s and the real
 # components it starts, in rancher/k3s's places (k3s-io/k3s
 # package/Dockerfile: k3s's data archive unpacked at /, binaries and CNI
-# plugins in /bin, these VOLUMEs). /var/lib/rancher/k3s holds containerd's
-# root (agent/containerd), so it is a Docker volume, as overlayfs
-# snapshots cannot live on the container's own overlay. k3s links kubectl
-# to its multi-call binary; the stand-in answers kubectl (k3d's
-# uncordon/drain) and, for now, iptables-save/-restore itself. ctr is the
-# real one, pointed at k3s's containerd socket and namespace as k3s's ctr
-# defaults to.
+# plugins in /bin, iptables in /bin/aux, these VOLUMEs).
+# /var/lib/rancher/k3s holds containerd's root (agent/containerd), so it is
+# a Docker volume, as overlayfs snapshots cannot live on the container's
+# own overlay. k3s links kubectl to its multi-call binary; the stand-in
+# answers kubectl (k3d's uncordon/drain) itself. ctr is the real one,
+# pointed at k3s's containerd socket and namespace as k3s's ctr defaults
+# to. iptables (kube-proxy, CNI plugins, k3d's DNS fix) is Debian's
+# iptables-nft with the libraries it loads.
 node_files=("${STANDIN_BIN}:/bin/k3s" "${PAUSE_TAR}:/var/lib/rancher/k3s/agent/images/sriov-lane-standin-pause.tar")
-for b in kube-apiserver etcd kube-controller-manager kube-scheduler kubelet containerd containerd-shim-runc-v2 ctr runc \
+for b in kube-apiserver etcd kube-controller-manager kube-scheduler kubelet kube-proxy containerd containerd-shim-runc-v2 ctr runc \
 	bridge loopback host-local portmap bandwidth firewall; do
 	node_files+=("${ASSETS}/${b}:/bin/${b}")
 done
-IMAGE_HASH_EXTRA="pause ${PAUSE_ID}" build_image "${K3S_IMAGE}" 'ENV CONTAINERD_ADDRESS=/run/k3s/containerd/containerd.sock CONTAINERD_NAMESPACE=k8s.io
+XTABLES=/usr/sbin/xtables-nft-multi
+[[ -x "${XTABLES}" ]] || die "${XTABLES} missing (Debian package iptables)"
+node_files+=("${XTABLES}:/bin/aux/xtables-nft-multi" /etc/protocols:/etc/protocols /etc/services:/etc/services)
+for lib in $(ldd "${XTABLES}" | awk '/=>/ { print $3 } /^[[:space:]]*\// { print $1 }'); do
+	node_files+=("${lib}:${lib}")
+done
+for ext in /usr/lib/x86_64-linux-gnu/xtables/*.so; do
+	node_files+=("${ext}:${ext}")
+done
+xt_links=""
+for l in iptables iptables-save iptables-restore ip6tables ip6tables-save ip6tables-restore \
+	iptables-nft iptables-nft-save iptables-nft-restore ip6tables-nft ip6tables-nft-save ip6tables-nft-restore; do
+	xt_links+=" /bin/aux/${l}=xtables-nft-multi"
+done
+IMAGE_LINKS="${xt_links}" IMAGE_HASH_EXTRA="pause ${PAUSE_ID}" build_image "${K3S_IMAGE}" 'ENV PATH=/bin/aux:/bin:/sbin:/usr/bin:/usr/sbin CONTAINERD_ADDRESS=/run/k3s/containerd/containerd.sock CONTAINERD_NAMESPACE=k8s.io
 VOLUME /var/lib/kubelet /var/lib/rancher/k3s /var/lib/cni /var/log
 ENTRYPOINT ["/bin/k3s"]
-CMD ["agent"]' "kubectl iptables-save iptables-restore ip6tables-save ip6tables-restore" "${node_files[@]}"
+CMD ["agent"]' "kubectl" "${node_files[@]}"
 
 phase image-tools
 build_image "${TOOLS_IMAGE}" 'ENTRYPOINT ["/bin/k3s"]

@@ -78,7 +78,15 @@ func TestK3dCreatesStandinClusterAndDeletesIt(t *testing.T) {
 				ExtraArgs: []v1alpha5.K3sArgWithNodeFilters{
 					{Arg: "--disable=traefik", NodeFilters: []string{"server:*"}},
 					{Arg: "--flannel-backend=none", NodeFilters: []string{"server:*"}},
+					{Arg: "--disable-network-policy", NodeFilters: []string{"server:*"}},
+					{Arg: "--cluster-cidr=10.42.0.0/16", NodeFilters: []string{"server:*"}},
+					// What the product passes its agents (pkg/provider/clusterconfig.go).
 					{Arg: "--kubelet-arg=cpu-manager-policy=static", NodeFilters: []string{"agent:*"}},
+					{Arg: "--kubelet-arg=kube-reserved=cpu=500m", NodeFilters: []string{"agent:*"}},
+					{Arg: "--kubelet-arg=system-reserved=cpu=500m", NodeFilters: []string{"agent:*"}},
+					// kubelet >= 1.35 refuses cgroup v1 (these machines) unless told;
+					// harmless on cgroup v2. Every k3s node runs a kubelet.
+					{Arg: "--kubelet-arg=fail-cgroupv1=false", NodeFilters: []string{"server:*", "agent:*"}},
 				},
 				NodeLabels: []v1alpha5.LabelWithNodeFilters{
 					{Label: "node-role.kubernetes.io/worker=worker", NodeFilters: []string{"agent:*"}},
@@ -124,10 +132,15 @@ func TestK3dCreatesStandinClusterAndDeletesIt(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The agents log "registered" before the server has seen every status
-	// write; give it a short while.
+	// With --flannel-backend=none a node turns Ready only once a CNI config
+	// exists (kubelet: "cni config uninitialized"). A CNI DaemonSet would
+	// write it; here the test does, as a bridge per node on the pod CIDR
+	// kube-controller-manager allocated, with plugins copied (cp -L) from
+	// the node's /bin, where rancher/k3s keeps them, to /opt/cni/bin.
+	installBridgeCNI(ctx, t, docker, kc, name)
+
 	var nodes []corev1.Node
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(90 * time.Second)
 	for {
 		list, err := kc.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err == nil {
@@ -142,6 +155,15 @@ func TestK3dCreatesStandinClusterAndDeletesIt(t *testing.T) {
 		time.Sleep(300 * time.Millisecond)
 	}
 	ready := time.Since(begin)
+	for _, n := range nodes {
+		// Ready and status come from a real kubelet and containerd.
+		if v := n.Status.NodeInfo.KubeletVersion; v != "v1.36.3" {
+			t.Errorf("node %s: kubeletVersion %q, want v1.36.3 (a real kubelet)", n.Name, v)
+		}
+		if v := n.Status.NodeInfo.ContainerRuntimeVersion; v != "containerd://2.4.2" {
+			t.Errorf("node %s: containerRuntimeVersion %q, want containerd://2.4.2", n.Name, v)
+		}
+	}
 
 	roles := map[string]string{}
 	for _, n := range nodes {
@@ -162,6 +184,14 @@ func TestK3dCreatesStandinClusterAndDeletesIt(t *testing.T) {
 		time.Sleep(3 * time.Second)
 		dumpNodeLogs(t, docker, name)
 	}
+
+	t.Run("allocatable comes from kubelet", func(t *testing.T) {
+		checkKubeletAllocatable(ctx, t, kc, "k3d-"+name+"-agent-0")
+	})
+
+	t.Run("a pod runs on an agent", func(t *testing.T) {
+		checkPodRuns(ctx, t, docker, rt, kc, &cc.Cluster, "k3d-"+name+"-agent-1")
+	})
 
 	t.Run("agents advertise VFs of the fake sysfs", func(t *testing.T) {
 		checkSRIOVResources(ctx, t, docker, kc, name, sysRoot)
@@ -263,26 +293,24 @@ func checkServerRestart(ctx context.Context, t *testing.T, docker *dockerclient.
 	if err != nil {
 		t.Fatalf("parsing StartedAt %q of %s: %v", info.State.StartedAt, server, err)
 	}
-	// Heartbeats carry whole seconds: one stamped in a later second than the
-	// new container's start was written to the restarted control plane.
-	after := started.Truncate(time.Second).Add(time.Second)
-	deadline := time.Now().Add(60 * time.Second)
+	// kubelet heartbeats by renewing its Lease in kube-node-lease (every
+	// 10 s); its renewTime carries microseconds. One renewed after the new
+	// container started was written to the restarted control plane.
+	deadline := time.Now().Add(90 * time.Second)
 	var last string
 	for {
-		n, err := kc.CoreV1().Nodes().Get(ctx, agent, metav1.GetOptions{})
+		l, err := kc.CoordinationV1().Leases("kube-node-lease").Get(ctx, agent, metav1.GetOptions{})
 		s, serr := kc.CoreV1().Nodes().Get(ctx, server, metav1.GetOptions{})
 		if err == nil && serr == nil {
-			beat := time.Time{}
-			for _, c := range n.Status.Conditions {
-				if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-					beat = c.LastHeartbeatTime.Time
-				}
+			var beat time.Time
+			if l.Spec.RenewTime != nil {
+				beat = l.Spec.RenewTime.Time
 			}
-			if !beat.Before(after) && !s.Spec.Unschedulable {
+			if beat.After(started) && !s.Spec.Unschedulable {
 				t.Logf("API back and %s heartbeating %s after the restart began", agent, time.Since(begin).Round(time.Millisecond))
 				return
 			}
-			last = fmt.Sprintf("%s last heartbeat %s, %s unschedulable=%t", agent, beat.Format(time.RFC3339), server, s.Spec.Unschedulable)
+			last = fmt.Sprintf("%s lease renewed %s, %s unschedulable=%t", agent, beat.Format(time.RFC3339Nano), server, s.Spec.Unschedulable)
 		} else {
 			last = fmt.Sprintf("%v / %v", err, serr)
 		}

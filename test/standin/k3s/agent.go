@@ -60,11 +60,13 @@ func runAgent(ctx context.Context, f k3sFlags) error {
 	if err != nil {
 		return err
 	}
-	// The cluster's DNS settings come from the server in k3s; the stand-in
-	// agent assumes k3s's defaults (10.43.0.10, cluster.local).
+	ac, err := fetchAgentConfig(ctx, client)
+	if err != nil {
+		return err
+	}
 	procs, err := startNode(ctx, nodeOptions{
 		name: hostname, ip: firstNonEmpty(f.nodeIP, nodeIP()), apiURL: apiURL, token: token,
-		clusterDNS: "10.43.0.10", clusterDomain: "cluster.local", flags: f,
+		clusterDNS: ac.ClusterDNS, clusterDomain: ac.ClusterDomain, clusterCIDR: ac.ClusterCIDR, flags: f,
 	})
 	if err != nil {
 		return err

@@ -15,13 +15,14 @@ type k3sFlags struct {
 	role string
 
 	// server and agent
-	token       string
-	nodeName    string
-	nodeIP      string
-	nodeLabels  []string
-	nodeTaints  []string
-	kubeletArgs []string
-	pauseImage  string
+	token         string
+	nodeName      string
+	nodeIP        string
+	nodeLabels    []string
+	nodeTaints    []string
+	kubeletArgs   []string
+	kubeProxyArgs []string
+	pauseImage    string
 
 	// agent
 	server string
@@ -89,16 +90,17 @@ var k3sAddons = []string{"coredns", "servicelb", "traefik", "local-storage", "me
 // Names follow k3s-io/k3s pkg/cli/cmds/{server,agent}.go; `-t` and `-s` are
 // k3s's short forms of --token and --server.
 var flagSpecs = map[string]flagSpec{
-	"token":       {stringFlag, false, str(func(f *k3sFlags) *string { return &f.token })},
-	"t":           {stringFlag, false, str(func(f *k3sFlags) *string { return &f.token })},
-	"node-name":   {stringFlag, false, str(func(f *k3sFlags) *string { return &f.nodeName })},
-	"node-ip":     {stringFlag, false, str(func(f *k3sFlags) *string { return &f.nodeIP })},
-	"node-label":  {listFlag, false, list(func(f *k3sFlags) *[]string { return &f.nodeLabels })},
-	"node-taint":  {listFlag, false, list(func(f *k3sFlags) *[]string { return &f.nodeTaints })},
-	"kubelet-arg": {listFlag, false, list(func(f *k3sFlags) *[]string { return &f.kubeletArgs })},
-	"pause-image": {stringFlag, false, str(func(f *k3sFlags) *string { return &f.pauseImage })},
-	"server":      {stringFlag, false, str(func(f *k3sFlags) *string { return &f.server })},
-	"s":           {stringFlag, false, str(func(f *k3sFlags) *string { return &f.server })},
+	"token":          {stringFlag, false, str(func(f *k3sFlags) *string { return &f.token })},
+	"t":              {stringFlag, false, str(func(f *k3sFlags) *string { return &f.token })},
+	"node-name":      {stringFlag, false, str(func(f *k3sFlags) *string { return &f.nodeName })},
+	"node-ip":        {stringFlag, false, str(func(f *k3sFlags) *string { return &f.nodeIP })},
+	"node-label":     {listFlag, false, list(func(f *k3sFlags) *[]string { return &f.nodeLabels })},
+	"node-taint":     {listFlag, false, list(func(f *k3sFlags) *[]string { return &f.nodeTaints })},
+	"kubelet-arg":    {listFlag, false, list(func(f *k3sFlags) *[]string { return &f.kubeletArgs })},
+	"kube-proxy-arg": {listFlag, false, list(func(f *k3sFlags) *[]string { return &f.kubeProxyArgs })},
+	"pause-image":    {stringFlag, false, str(func(f *k3sFlags) *string { return &f.pauseImage })},
+	"server":         {stringFlag, false, str(func(f *k3sFlags) *string { return &f.server })},
+	"s":              {stringFlag, false, str(func(f *k3sFlags) *string { return &f.server })},
 
 	"tls-san":           {listFlag, true, list(func(f *k3sFlags) *[]string { return &f.tlsSANs })},
 	"https-listen-port": {stringFlag, true, str(func(f *k3sFlags) *string { return &f.httpsPort })},

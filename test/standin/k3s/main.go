@@ -24,17 +24,10 @@ func main() {
 }
 
 func run(args []string) int {
-	// The image links kubectl, iptables-save/-restore and friends to this
-	// binary, as the real k3s image does for its multi-call binary.
-	switch filepath.Base(args[0]) {
-	case "kubectl":
+	// The image links kubectl to this binary, as the real k3s image links
+	// it to its multi-call binary.
+	if filepath.Base(args[0]) == "kubectl" {
 		return kubectl(args[1:])
-	case "iptables-save", "ip6tables-save":
-		// No rules to save: k3d's DNS fix pipes this through sed into
-		// iptables-restore; an empty rule set keeps that pipeline working.
-		return 0
-	case "iptables-restore", "ip6tables-restore":
-		return drainStdin()
 	}
 	if len(args) < 2 {
 		fmt.Fprintln(os.Stderr, "usage: k3s server|agent|kubectl|noop [flags]  (sriov-lane stand-in)")
@@ -80,13 +73,4 @@ func run(args []string) int {
 // logf writes k3s-style log lines to stderr, which k3d scans for readiness.
 func logf(format string, a ...any) {
 	fmt.Fprintf(os.Stderr, "time=%q level=info msg=%q\n", time.Now().UTC().Format(time.RFC3339), fmt.Sprintf(format, a...))
-}
-
-func drainStdin() int {
-	buf := make([]byte, 32*1024)
-	for {
-		if _, err := os.Stdin.Read(buf); err != nil {
-			return 0
-		}
-	}
 }

@@ -52,6 +52,7 @@ type nodeOptions struct {
 	caFile        string // "" trusts the server without verification
 	clusterDNS    string
 	clusterDomain string
+	clusterCIDR   string
 	flags         k3sFlags
 }
 
@@ -93,7 +94,30 @@ func startNode(ctx context.Context, o nodeOptions) ([]*proc, error) {
 	if err != nil {
 		return fail(err)
 	}
-	return append(procs, kubelet), nil
+	procs = append(procs, kubelet)
+	proxy, err := startProc("kube-proxy", filepath.Join(agentDir, "logs", "kube-proxy.log"), binPath("kube-proxy"), kubeProxyArgs(o)...)
+	if err != nil {
+		kubelet.stop(5 * time.Second)
+		return fail(err)
+	}
+	return append(procs, proxy), nil
+}
+
+// kubeProxyArgs are k3s's kube-proxy flags (k3s-io/k3s
+// pkg/daemons/agent/agent_linux.go kubeProxyArgs): iptables mode, health
+// on loopback, and conntrack limits left alone (0): nf_conntrack_max and
+// the timeouts are not namespaced, a node in a container must not set them.
+func kubeProxyArgs(o nodeOptions) []string {
+	return componentArgs(map[string]string{
+		"proxy-mode":                        "iptables",
+		"healthz-bind-address":              "127.0.0.1",
+		"kubeconfig":                        kubeletKubeconfig,
+		"cluster-cidr":                      o.clusterCIDR,
+		"conntrack-max-per-core":            "0",
+		"conntrack-tcp-timeout-established": "0s",
+		"conntrack-tcp-timeout-close-wait":  "0s",
+		"hostname-override":                 o.name,
+	}, o.flags.kubeProxyArgs)
 }
 
 func binPath(name string) string { return filepath.Join(assetsDir(), name) }
@@ -298,7 +322,34 @@ func kubeletArgs(o nodeOptions) []string {
 	if len(o.flags.nodeTaints) > 0 {
 		defaults["register-with-taints"] = strings.Join(o.flags.nodeTaints, ",")
 	}
+	if containerized("/proc/1/cgroup") {
+		defaults["kubelet-cgroups"] = "/k3s"
+		defaults["runtime-cgroups"] = "/k3s"
+	}
 	return componentArgs(defaults, o.flags.kubeletArgs)
+}
+
+// containerized mirrors k3s's test for running in a container (k3s-io/k3s
+// pkg/cgroups/cgroups_linux.go CheckCgroups): PID 1's systemd (v1) or
+// unified (v2) cgroup is neither / nor /init.scope. k3s then gives kubelet
+// and the runtime their own /k3s cgroup.
+func containerized(procCgroup string) bool {
+	data, err := os.ReadFile(procCgroup)
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) < 3 {
+			continue
+		}
+		if parts[1] == "name=systemd" || (parts[0] == "0" && parts[1] == "") {
+			if parts[2] != "/" && parts[2] != "/init.scope" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // kubeletSettableLabels keeps the labels kubelet may set on its own Node

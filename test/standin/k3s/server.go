@@ -10,6 +10,9 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/sriov-lane/sriov-lane/test/apiserver"
@@ -108,9 +111,19 @@ func runServer(ctx context.Context, f k3sFlags) error {
 		kcm.stop(5 * time.Second)
 		return err
 	}
+	client, err := kubernetes.NewForConfig(srv.Config)
+	if err != nil {
+		return fmt.Errorf("building client for local API: %w", err)
+	}
+	ac := agentConfig{ClusterCIDR: clusterCIDR, ClusterDNS: clusterDNS, ClusterDomain: firstNonEmpty(f.clusterDomain, "cluster.local")}
+	if err := publishAgentConfig(ctx, client, ac); err != nil {
+		sched.stop(5 * time.Second)
+		kcm.stop(5 * time.Second)
+		return err
+	}
 	node, err := startNode(ctx, nodeOptions{
 		name: hostname, ip: ip, apiURL: srv.URL, token: token, caFile: srv.CACertFile,
-		clusterDNS: clusterDNS, clusterDomain: firstNonEmpty(f.clusterDomain, "cluster.local"), flags: f,
+		clusterDNS: ac.ClusterDNS, clusterDomain: ac.ClusterDomain, clusterCIDR: ac.ClusterCIDR, flags: f,
 	})
 	if err != nil {
 		sched.stop(5 * time.Second)
@@ -118,11 +131,6 @@ func runServer(ctx context.Context, f k3sFlags) error {
 		return err
 	}
 	procs := append([]*proc{kcm, sched}, node...)
-
-	client, err := kubernetes.NewForConfig(srv.Config)
-	if err != nil {
-		return fmt.Errorf("building client for local API: %w", err)
-	}
 	labels := f.labels()
 	// k3s labels its servers so (k3s-io/k3s pkg/agent/run.go, server roles).
 	labels["node-role.kubernetes.io/control-plane"] = "true"
@@ -251,4 +259,53 @@ func firstNonEmpty(vals ...string) string {
 		}
 	}
 	return ""
+}
+
+// Real k3s agents fetch the cluster's settings from their server
+// (/v1-k3s/config). The stand-in server publishes the few its agents need
+// in a ConfigMap instead.
+const (
+	agentConfigNamespace = "kube-system"
+	agentConfigName      = "k3s-standin-agent-config"
+)
+
+type agentConfig struct {
+	ClusterCIDR, ClusterDNS, ClusterDomain string
+}
+
+func publishAgentConfig(ctx context.Context, client kubernetes.Interface, c agentConfig) error {
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: agentConfigName, Namespace: agentConfigNamespace},
+		Data:       map[string]string{"cluster-cidr": c.ClusterCIDR, "cluster-dns": c.ClusterDNS, "cluster-domain": c.ClusterDomain},
+	}
+	for {
+		_, err := client.CoreV1().ConfigMaps(agentConfigNamespace).Create(ctx, cm, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			_, err = client.CoreV1().ConfigMaps(agentConfigNamespace).Update(ctx, cm, metav1.UpdateOptions{})
+		}
+		if err == nil {
+			return nil
+		}
+		// The kube-system namespace appears shortly after the API is ready.
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("publishing agent config: %w", err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func fetchAgentConfig(ctx context.Context, client kubernetes.Interface) (agentConfig, error) {
+	for {
+		cm, err := client.CoreV1().ConfigMaps(agentConfigNamespace).Get(ctx, agentConfigName, metav1.GetOptions{})
+		if err == nil {
+			return agentConfig{ClusterCIDR: cm.Data["cluster-cidr"], ClusterDNS: cm.Data["cluster-dns"], ClusterDomain: cm.Data["cluster-domain"]}, nil
+		}
+		logf("Waiting for the server's agent configuration: %v", err)
+		select {
+		case <-ctx.Done():
+			return agentConfig{}, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
 }
