@@ -286,7 +286,12 @@ build_image() {
 	shift 3
 	local hash spec with_busybox="${IMAGE_BUSYBOX:-1}"
 	hash="$({
-		printf '%s\n' "${body}" "${k3s_links}" "${with_busybox}" "${IMAGE_HASH_EXTRA:-}" "${IMAGE_LINKS:-}"
+		printf '%s\n' "${body}" "${k3s_links}"
+		# Only when set, so images built without them (other branches share
+		# this dockerd and tags like the registry's) keep their hash.
+		[[ "${with_busybox}" == 1 ]] || printf 'no busybox\n'
+		[[ -z "${IMAGE_HASH_EXTRA:-}" ]] || printf '%s\n' "${IMAGE_HASH_EXTRA}"
+		[[ -z "${IMAGE_LINKS:-}" ]] || printf '%s\n' "${IMAGE_LINKS}"
 		sha_of "${BUSYBOX}"
 		for spec in "$@"; do
 			printf '%s %s\n' "${spec#*:}" "$(sha_of "${spec%%:*}")"
