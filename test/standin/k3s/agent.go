@@ -43,7 +43,7 @@ func runAgent(ctx context.Context, f k3sFlags) error {
 		// Real agents pin the server CA via the token hash; the stand-in
 		// trusts the network k3d created for it.
 		TLSClientConfig: rest.TLSClientConfig{Insecure: true},
-		Dial:            newDialer().DialContext,
+		Dial:            dialContext,
 		Timeout:         10 * time.Second,
 	}
 	client, err := kubernetes.NewForConfig(cfg)
@@ -53,9 +53,8 @@ func runAgent(ctx context.Context, f k3sFlags) error {
 	if err := waitForServer(ctx, client, url); err != nil {
 		return err
 	}
-	// kubelet resolves with the node's /etc/resolv.conf, which k3d's DNS
-	// fix points at rules the stand-in image cannot write (see resolver.go):
-	// hand it the server's address instead of its name.
+	// k3s hands kubelet a local load balancer address; the stand-in hands
+	// it the server's address, resolved once (see resolver.go).
 	apiURL, err := resolveURL(ctx, url)
 	if err != nil {
 		return err
@@ -97,19 +96,14 @@ func resolveURL(ctx context.Context, raw string) (string, error) {
 	if net.ParseIP(host) != nil {
 		return raw, nil
 	}
-	d := newDialer()
-	r := d.Resolver
-	if r == nil {
-		r = net.DefaultResolver
-	}
-	addrs, err := r.LookupIPAddr(ctx, host)
-	if err != nil || len(addrs) == 0 {
-		return "", fmt.Errorf("resolving server %s: %v", host, err)
+	addrs, err := lookup(ctx, host)
+	if err != nil {
+		return "", fmt.Errorf("resolving server %s: %w", host, err)
 	}
 	if p := u.Port(); p != "" {
-		u.Host = net.JoinHostPort(addrs[0].IP.String(), p)
+		u.Host = net.JoinHostPort(addrs[0], p)
 	} else {
-		u.Host = addrs[0].IP.String()
+		u.Host = addrs[0]
 	}
 	return u.String(), nil
 }
