@@ -23,6 +23,7 @@ K3S_IMAGE="$(testutil_const StandinK3sImage)"
 TOOLS_IMAGE="$(testutil_const StandinToolsImage)"
 REGISTRY_IMAGE="$(testutil_const StandinRegistryImage)"
 PAUSE_IMAGE="$(testutil_const StandinPauseImage)"
+SRIOVDP_IMAGE="$(testutil_const StandinDevicePluginImage)"
 
 log() { printf 'test-env: %s\n' "$*"; }
 warn() { printf 'test-env: WARNING: %s\n' "$*" >&2; }
@@ -46,7 +47,7 @@ phase_end() {
 
 [[ $(id -u) -eq 0 ]] || die "must run as root (installs packages, configures dockerd)"
 [[ -f "${ROOT}/test/testutil/require.go" ]] || die "test/testutil/require.go missing: cannot learn image names"
-[[ -n "${K3S_IMAGE}" && -n "${TOOLS_IMAGE}" && -n "${REGISTRY_IMAGE}" && -n "${PAUSE_IMAGE}" ]] || die "could not read image names from test/testutil/require.go"
+[[ -n "${K3S_IMAGE}" && -n "${TOOLS_IMAGE}" && -n "${REGISTRY_IMAGE}" && -n "${PAUSE_IMAGE}" && -n "${SRIOVDP_IMAGE}" ]] || die "could not read image names from test/testutil/require.go"
 
 # Several engineers (and CI) may run this at once on one machine: serialise
 # so caches, daemon.json and image tags are written by one run at a time.
@@ -401,6 +402,14 @@ IMAGE_LINKS="${xt_links}" IMAGE_HASH_EXTRA="pause ${PAUSE_ID}" build_image "${K3
 VOLUME /var/lib/kubelet /var/lib/rancher/k3s /var/lib/cni /var/log
 ENTRYPOINT ["/bin/k3s"]
 CMD ["agent"]' "kubectl" "${node_files[@]}"
+
+# The SR-IOV device plugin stand-in (its upstream module is refused):
+# upstream's args go to its entrypoint as with the real image.
+phase image-sriovdp
+SRIOVDP_BIN="${ROOT}/bin/standin/sriovdp"
+(cd "${ROOT}/test/standin/sriovdp" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w" -o "${SRIOVDP_BIN}.tmp" .)
+if cmp -s "${SRIOVDP_BIN}.tmp" "${SRIOVDP_BIN}"; then rm -f "${SRIOVDP_BIN}.tmp"; else mv -f "${SRIOVDP_BIN}.tmp" "${SRIOVDP_BIN}"; fi
+build_image "${SRIOVDP_IMAGE}" 'ENTRYPOINT ["/usr/bin/sriovdp"]' "" "${SRIOVDP_BIN}:/usr/bin/sriovdp"
 
 phase image-tools
 build_image "${TOOLS_IMAGE}" 'ENTRYPOINT ["/bin/k3s"]

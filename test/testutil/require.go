@@ -20,6 +20,10 @@ const (
 	// StandinPauseImage is the sandbox image containerd pins in stand-in
 	// nodes (test/standin/pause); containerd names it docker.io/....
 	StandinPauseImage = "sriov-lane-standin/pause:3.10-standin"
+	// StandinDevicePluginImage stands in for
+	// ghcr.io/k8snetworkplumbingwg/sriov-network-device-plugin:v3.11.0
+	// (test/standin/sriovdp).
+	StandinDevicePluginImage = "sriov-lane-standin/sriov-network-device-plugin:v3.11.0-standin"
 )
 
 // Strict reports whether a missing prerequisite must fail the test rather

@@ -85,10 +85,14 @@ func ParseConfig(b []byte) (*Config, error) {
 	return &c, nil
 }
 
-func (r Resource) key() string {
+func (r Resource) key() string { return r.Key(DefaultResourcePrefix) }
+
+// Key is the resource's extended resource name: its resourcePrefix, or
+// defaultPrefix (the device plugin's --resource-prefix) when it has none.
+func (r Resource) Key(defaultPrefix string) string {
 	p := r.ResourcePrefix
 	if p == "" {
-		p = DefaultResourcePrefix
+		p = defaultPrefix
 	}
 	return p + "/" + r.ResourceName
 }
