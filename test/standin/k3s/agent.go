@@ -10,23 +10,14 @@ import (
 	"os"
 	"time"
 
-	"github.com/vishvananda/netlink"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
 
-const (
-	dpConfigNamespace = "kube-system"
-	dpConfigName      = "sriovdp-config"
-	dpConfigKey       = "config.json"
-)
-
-// runAgent joins the server named by K3S_URL: it starts containerd and
-// kubelet with the flags k3s would give them, then labels the Node kubelet
-// registers. Until the device plugin stand-in runs as a DaemonSet it also
-// advertises the SR-IOV VFs as Node capacity (see nodeKeeper).
+// runAgent joins the server named by K3S_URL: it starts containerd,
+// kubelet and kube-proxy with the flags k3s would give them, then labels
+// the Node kubelet registers. Node status, allocatable included, is
+// kubelet's; SR-IOV resources come from a device plugin, as on real nodes.
 func runAgent(ctx context.Context, f k3sFlags) error {
 	hostname, err := nodeName(f)
 	if err != nil {
@@ -71,9 +62,6 @@ func runAgent(ctx context.Context, f k3sFlags) error {
 		return err
 	}
 	node := &nodeKeeper{client: client, name: hostname, labels: f.labels()}
-	node.resources = func(ctx context.Context) (map[string]int64, error) {
-		return sriovResources(ctx, client)
-	}
 	go func() {
 		if err := node.waitRegistered(ctx); err == nil {
 			node.keepAlive(ctx)
@@ -125,36 +113,4 @@ func waitForServer(ctx context.Context, client kubernetes.Interface, url string)
 		case <-time.After(time.Second):
 		}
 	}
-}
-
-// sriovResources mirrors the device plugin: no ConfigMap or no fake sysfs
-// means no SR-IOV resources.
-func sriovResources(ctx context.Context, client kubernetes.Interface) (map[string]int64, error) {
-	cm, err := client.CoreV1().ConfigMaps(dpConfigNamespace).Get(ctx, dpConfigName, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading ConfigMap %s/%s: %w", dpConfigNamespace, dpConfigName, err)
-	}
-	config, ok := cm.Data[dpConfigKey]
-	if !ok || config == "" {
-		return nil, nil
-	}
-	root, err := findSysfsRoot("/proc/self/mountinfo")
-	if err != nil {
-		return nil, err
-	}
-	if root == "" {
-		return nil, errors.New("no fake sysfs bind mount (a mount holding bus/pci/devices other than /sys) in this node: advertising nothing")
-	}
-	links, err := netlink.LinkList()
-	if err != nil {
-		return nil, fmt.Errorf("listing links of the node's netns: %w", err)
-	}
-	res, err := allocatable(root, []byte(config), links)
-	if err != nil {
-		return nil, fmt.Errorf("device plugin on %s: %w", root, err)
-	}
-	return res, nil
 }

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"os"
-	"path/filepath"
 	"reflect"
 	"testing"
 )
@@ -88,37 +86,5 @@ func TestKubeletArgsMergeKubeletArgItemsOverK3sDefaults(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("kubeletArgs =\n%q\nwant\n%q", got, want)
-	}
-}
-
-func TestFindSysfsRootPicksTheBindMountHoldingPCIDevices(t *testing.T) {
-	dir := t.TempDir()
-	fake := filepath.Join(dir, "fake sys")
-	other := filepath.Join(dir, "other")
-	for _, d := range []string{filepath.Join(fake, "bus", "pci", "devices"), other} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	escaped := filepath.Join(dir, `fake\040sys`)
-	mountinfo := filepath.Join(dir, "mountinfo")
-	content := "" +
-		"22 1 0:21 / /sys rw,nosuid - sysfs sysfs rw\n" +
-		"23 22 0:22 / /sys/fs/cgroup rw - tmpfs tmpfs rw\n" +
-		"30 1 8:1 /x " + other + " rw - ext4 /dev/sda1 rw\n" +
-		"31 1 8:1 /y " + escaped + " rw - ext4 /dev/sda1 rw\n"
-	if err := os.WriteFile(mountinfo, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	got, err := findSysfsRoot(mountinfo)
-	if err != nil || got != fake {
-		t.Fatalf("findSysfsRoot = %q, %v; want %q", got, err, fake)
-	}
-
-	if err := os.WriteFile(mountinfo, []byte(content[:len(content)-len("31 1 8:1 /y "+escaped+" rw - ext4 /dev/sda1 rw\n")]), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if got, err := findSysfsRoot(mountinfo); err != nil || got != "" {
-		t.Fatalf("without the fake mount: %q, %v; want none", got, err)
 	}
 }
