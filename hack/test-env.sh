@@ -16,14 +16,18 @@ CACHE_ROOT=/var/cache/sriov-lane
 ASSETS="${ROOT}/bin/test-assets"
 
 # Image names mirror the constants in test/testutil/require.go.
-testutil_const() {
-	sed -n "s/^[[:space:]]*$1[[:space:]]*=[[:space:]]*\"\\([^\"]*\\)\".*/\\1/p" "${ROOT}/test/testutil/require.go"
+go_const() { # FILE NAME
+	sed -n "s/^[[:space:]]*$2[[:space:]]*=[[:space:]]*\"\\([^\"]*\\)\".*/\\1/p" "$1"
 }
+testutil_const() { go_const "${ROOT}/test/testutil/require.go" "$1"; }
 K3S_IMAGE="$(testutil_const StandinK3sImage)"
 TOOLS_IMAGE="$(testutil_const StandinToolsImage)"
 REGISTRY_IMAGE="$(testutil_const StandinRegistryImage)"
 PAUSE_IMAGE="$(testutil_const StandinPauseImage)"
 SRIOVDP_IMAGE="$(testutil_const StandinDevicePluginImage)"
+# Images built from upstream modules carry the product's upstream names.
+FLANNEL_IMAGE="$(go_const "${ROOT}/pkg/cni/images.go" FlannelImage)"
+FLANNEL_CNI_IMAGE="$(testutil_const StandinFlannelCNIPluginImage)"
 
 log() { printf 'test-env: %s\n' "$*"; }
 warn() { printf 'test-env: WARNING: %s\n' "$*" >&2; }
@@ -256,6 +260,19 @@ for b in containerd ctr bridge loopback host-local portmap bandwidth firewall; d
 ln -sfn "${SHIM_BIN}/containerd-shim-runc-v2" "${ASSETS}/containerd-shim-runc-v2"
 ln -sfn "${RUNC_BIN}/runc" "${ASSETS}/runc"
 
+# Flannel v0.28.9 (hack/tools/flannel): flanneld as upstream's Makefile
+# builds it on amd64 (cgo for the udp backend, static, version ldflag) and
+# install-conf (CGO_ENABLED=0), as images/Dockerfile@v0.28.9 builds them.
+phase flannel
+FLANNEL_DIR="${TOOLS_DIR}/flannel"
+build_tools "${FLANNEL_DIR}" flanneld "CGO_ENABLED=1" \
+	"-tags=netgo,osusergo -ldflags='-s -w -X github.com/flannel-io/flannel/pkg/version.Version=v0.28.9 -extldflags -static'" \
+	github.com/flannel-io/flannel=flanneld
+FLANNELD_BIN="${TOOLS_OUT}/flanneld"
+build_tools "${FLANNEL_DIR}" install-conf "CGO_ENABLED=0" "-ldflags='-s -w'" \
+	github.com/flannel-io/flannel/cmd/install_conf=install-conf
+INSTALL_CONF_BIN="${TOOLS_OUT}/install-conf"
+
 REGISTRY_DIR="${TOOLS_DIR}/registry"
 REGISTRY_BIN=""
 if [[ -f "${REGISTRY_DIR}/go.sum" ]]; then
@@ -351,6 +368,14 @@ build_image() {
 	fi
 }
 
+# flannel's CNI plugin stand-in (test/standin/flannelcni): in the node's
+# /bin as rancher/k3s ships flannel there, and as /flannel in the stand-in
+# of flannel-cni-plugin's image.
+phase flannel-cni
+FLANNEL_CNI_BIN="${ROOT}/bin/standin/flannel"
+(cd "${ROOT}/test/standin/flannelcni" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w" -o "${FLANNEL_CNI_BIN}.tmp" .)
+if cmp -s "${FLANNEL_CNI_BIN}.tmp" "${FLANNEL_CNI_BIN}"; then rm -f "${FLANNEL_CNI_BIN}.tmp"; else mv -f "${FLANNEL_CNI_BIN}.tmp" "${FLANNEL_CNI_BIN}"; fi
+
 # The sandbox image containerd pins in the nodes: a stand-in pause built
 # here (test/standin/pause), saved into the node image's airgap images
 # directory, which the stand-in k3s imports at start as k3s does.
@@ -379,25 +404,32 @@ phase image-k3s
 # pointed at k3s's containerd socket and namespace as k3s's ctr defaults
 # to. iptables (kube-proxy, CNI plugins, k3d's DNS fix) is Debian's
 # iptables-nft with the libraries it loads.
-node_files=("${STANDIN_BIN}:/bin/k3s" "${PAUSE_TAR}:/var/lib/rancher/k3s/agent/images/sriov-lane-standin-pause.tar")
+node_files=("${STANDIN_BIN}:/bin/k3s" "${PAUSE_TAR}:/var/lib/rancher/k3s/agent/images/sriov-lane-standin-pause.tar" "${FLANNEL_CNI_BIN}:/bin/flannel")
 for b in kube-apiserver etcd kube-controller-manager kube-scheduler kubelet kube-proxy containerd containerd-shim-runc-v2 ctr runc \
 	bridge loopback host-local portmap bandwidth firewall; do
 	node_files+=("${ASSETS}/${b}:/bin/${b}")
 done
 XTABLES=/usr/sbin/xtables-nft-multi
 [[ -x "${XTABLES}" ]] || die "${XTABLES} missing (Debian package iptables)"
-node_files+=("${XTABLES}:/bin/aux/xtables-nft-multi" /etc/protocols:/etc/protocols /etc/services:/etc/services)
-for lib in $(ldd "${XTABLES}" | awk '/=>/ { print $3 } /^[[:space:]]*\// { print $1 }'); do
-	node_files+=("${lib}:${lib}")
-done
-for ext in /usr/lib/x86_64-linux-gnu/xtables/*.so; do
-	node_files+=("${ext}:${ext}")
-done
-xt_links=""
-for l in iptables iptables-save iptables-restore ip6tables ip6tables-save ip6tables-restore \
-	iptables-nft iptables-nft-save iptables-nft-restore ip6tables-nft ip6tables-nft-save ip6tables-nft-restore; do
-	xt_links+=" /bin/aux/${l}=xtables-nft-multi"
-done
+# iptables_files DIR: Debian's iptables-nft, its libraries and extensions
+# into the file list xt_files, and links to it from DIR into xt_links.
+iptables_files() {
+	local dir="$1" lib ext l
+	xt_files=("${XTABLES}:${dir}/xtables-nft-multi" /etc/protocols:/etc/protocols /etc/services:/etc/services)
+	for lib in $(ldd "${XTABLES}" | awk '/=>/ { print $3 } /^[[:space:]]*\// { print $1 }'); do
+		xt_files+=("${lib}:${lib}")
+	done
+	for ext in /usr/lib/x86_64-linux-gnu/xtables/*.so; do
+		xt_files+=("${ext}:${ext}")
+	done
+	xt_links=""
+	for l in iptables iptables-save iptables-restore ip6tables ip6tables-save ip6tables-restore \
+		iptables-nft iptables-nft-save iptables-nft-restore ip6tables-nft ip6tables-nft-save ip6tables-nft-restore; do
+		xt_links+=" ${dir}/${l}=xtables-nft-multi"
+	done
+}
+iptables_files /bin/aux
+node_files+=("${xt_files[@]}")
 IMAGE_LINKS="${xt_links}" IMAGE_HASH_EXTRA="pause ${PAUSE_ID}" build_image "${K3S_IMAGE}" 'ENV PATH=/bin/aux:/bin:/sbin:/usr/bin:/usr/sbin CONTAINERD_ADDRESS=/run/k3s/containerd/containerd.sock CONTAINERD_NAMESPACE=k8s.io
 VOLUME /var/lib/kubelet /var/lib/rancher/k3s /var/lib/cni /var/log
 ENTRYPOINT ["/bin/k3s"]
@@ -410,6 +442,18 @@ SRIOVDP_BIN="${ROOT}/bin/standin/sriovdp"
 (cd "${ROOT}/test/standin/sriovdp" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w" -o "${SRIOVDP_BIN}.tmp" .)
 if cmp -s "${SRIOVDP_BIN}.tmp" "${SRIOVDP_BIN}"; then rm -f "${SRIOVDP_BIN}.tmp"; else mv -f "${SRIOVDP_BIN}.tmp" "${SRIOVDP_BIN}"; fi
 build_image "${SRIOVDP_IMAGE}" 'ENTRYPOINT ["/usr/bin/sriovdp"]' "" "${SRIOVDP_BIN}:/usr/bin/sriovdp"
+
+# Flannel from its module, under its upstream name: the layout of
+# images/Dockerfile@v0.28.9 (/opt/bin/flanneld, /opt/bin/install-conf,
+# iptables) on busybox instead of alpine (the product's init container
+# uses cp).
+phase image-flannel
+iptables_files /usr/sbin
+IMAGE_LINKS="${xt_links}" build_image "${FLANNEL_IMAGE}" 'ENTRYPOINT ["/opt/bin/flanneld"]' "" \
+	"${FLANNELD_BIN}:/opt/bin/flanneld" "${INSTALL_CONF_BIN}:/opt/bin/install-conf" "${xt_files[@]}"
+
+phase image-flannel-cni-plugin
+build_image "${FLANNEL_CNI_IMAGE}" 'CMD ["/bin/sh"]' "" "${FLANNEL_CNI_BIN}:/flannel"
 
 phase image-tools
 build_image "${TOOLS_IMAGE}" 'ENTRYPOINT ["/bin/k3s"]

@@ -24,6 +24,10 @@ const (
 	// ghcr.io/k8snetworkplumbingwg/sriov-network-device-plugin:v3.11.0
 	// (test/standin/sriovdp).
 	StandinDevicePluginImage = "sriov-lane-standin/sriov-network-device-plugin:v3.11.0-standin"
+	// StandinFlannelCNIPluginImage stands in for
+	// ghcr.io/flannel-io/flannel-cni-plugin:v1.9.1-flannel3 (/flannel,
+	// test/standin/flannelcni).
+	StandinFlannelCNIPluginImage = "sriov-lane-standin/flannel-cni-plugin:v1.9.1-flannel3-standin"
 )
 
 // Strict reports whether a missing prerequisite must fail the test rather
