@@ -28,6 +28,9 @@ const (
 	// ghcr.io/flannel-io/flannel-cni-plugin:v1.9.1-flannel3 (/flannel,
 	// test/standin/flannelcni).
 	StandinFlannelCNIPluginImage = "sriov-lane-standin/flannel-cni-plugin:v1.9.1-flannel3-standin"
+	// FlannelImage is built by `make test-env` from flannel's Go module under
+	// the upstream name the product deploys (pkg/cni.FlannelImage).
+	FlannelImage = "ghcr.io/flannel-io/flannel:v0.28.9"
 )
 
 // Strict reports whether a missing prerequisite must fail the test rather

@@ -14,6 +14,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -68,7 +69,13 @@ func loadSubnetEnv(path string) (*subnetEnv, error) {
 		case "FLANNEL_NETWORK":
 			se.network = v
 		case "FLANNEL_SUBNET":
-			se.subnet = v
+			// flanneld writes the node's gateway address (10.42.1.1/24);
+			// host-local wants the network (10.42.1.0/24).
+			_, n, err := net.ParseCIDR(v)
+			if err != nil {
+				return nil, fmt.Errorf("%s: FLANNEL_SUBNET=%q: %w", path, v, err)
+			}
+			se.subnet = n.String()
 		case "FLANNEL_MTU":
 			if se.mtu, err = strconv.Atoi(v); err != nil {
 				return nil, fmt.Errorf("%s: FLANNEL_MTU=%q: %w", path, v, err)

@@ -62,7 +62,7 @@ func TestAddDelegatesToBridgeOnTheLeasedSubnetAndDelUndoesIt(t *testing.T) {
 		"cniVersion": "0.3.1", "name": "cbr0", "type": "bridge", "hairpinMode": true, "isDefaultGateway": true,
 		"isGateway": true, "ipMasq": false, "mtu": float64(1450),
 		"ipam": map[string]any{"type": "host-local",
-			"ranges": []any{[]any{map[string]any{"subnet": "10.42.1.1/24"}}},
+			"ranges": []any{[]any{map[string]any{"subnet": "10.42.1.0/24"}}},
 			"routes": []any{map[string]any{"dst": "10.42.0.0/16"}}},
 	}
 	if !reflect.DeepEqual(got, want) {

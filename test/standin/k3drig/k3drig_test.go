@@ -37,6 +37,7 @@ func TestK3dCreatesStandinClusterAndDeletesIt(t *testing.T) {
 	testutil.RequireImage(t, docker, testutil.StandinK3sImage)
 	testutil.RequireImage(t, docker, testutil.StandinToolsImage)
 	testutil.RequireImage(t, docker, testutil.StandinDevicePluginImage)
+	testutil.RequireImage(t, docker, testutil.FlannelImage)
 	t.Setenv("K3D_IMAGE_TOOLS", testutil.StandinToolsImage)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -134,11 +135,8 @@ func TestK3dCreatesStandinClusterAndDeletesIt(t *testing.T) {
 	}
 
 	// With --flannel-backend=none a node turns Ready only once a CNI config
-	// exists (kubelet: "cni config uninitialized"). A CNI DaemonSet would
-	// write it; here the test does, as a bridge per node on the pod CIDR
-	// kube-controller-manager allocated, with plugins copied (cp -L) from
-	// the node's /bin, where rancher/k3s keeps them, to /opt/cni/bin.
-	installBridgeCNI(ctx, t, docker, kc, name)
+	// exists (kubelet: "cni config uninitialized"): deploy Flannel.
+	installFlannel(ctx, t, docker, rt, kc, &cc.Cluster, name)
 
 	var nodes []corev1.Node
 	deadline := time.Now().Add(90 * time.Second)
@@ -191,6 +189,7 @@ func TestK3dCreatesStandinClusterAndDeletesIt(t *testing.T) {
 	})
 
 	t.Run("a pod runs on an agent", func(t *testing.T) {
+		waitFlannel(ctx, t, kc)
 		checkPodRuns(ctx, t, docker, rt, kc, &cc.Cluster, "k3d-"+name+"-agent-1")
 	})
 

@@ -14,12 +14,15 @@ import (
 	"github.com/k3d-io/k3d/v5/pkg/client"
 	"github.com/k3d-io/k3d/v5/pkg/runtimes"
 	k3d "github.com/k3d-io/k3d/v5/pkg/types"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/sriov-lane/sriov-lane/test/sriovtest"
+	"github.com/sriov-lane/sriov-lane/test/testutil"
 )
 
 // execIn runs argv in a node container and returns its output; a non-zero
@@ -48,34 +51,142 @@ func execIn(ctx context.Context, docker *dockerclient.Client, ctr string, argv .
 	return out.String(), nil
 }
 
-// installBridgeCNI does on every node what a CNI DaemonSet's installer
-// would: copy plugins from the node's /bin to /opt/cni/bin and write a
-// bridge conflist on the node's pod CIDR into /etc/cni/net.d (the
-// directories containerd uses under k3s --flannel-backend=none).
-func installBridgeCNI(ctx context.Context, t *testing.T, docker *dockerclient.Client, kc kubernetes.Interface, name string) {
+// installFlannel does what a Flannel deployment does on k3s with
+// --flannel-backend=none: copy the CNI plugins rancher/k3s keeps in the
+// node's /bin (flannel, bridge, host-local, loopback, portmap; cp -L) to
+// /opt/cni/bin, write flannel's conflist into /etc/cni/net.d (the
+// directories containerd uses then), and run flanneld v0.28.9 (built from
+// its module, imported into the nodes as k3d imports images) as a
+// DaemonSet with --kube-subnet-mgr. flanneld reaches the API through the
+// kubernetes Service, so this also needs kube-proxy on every node.
+func installFlannel(ctx context.Context, t *testing.T, docker *dockerclient.Client, rt runtimes.Runtime, kc kubernetes.Interface, cluster *k3d.Cluster, name string) {
 	t.Helper()
+	if err := client.ImageImportIntoClusterMulti(ctx, rt, []string{testutil.FlannelImage}, cluster, k3d.ImageImportOpts{Mode: k3d.ImportModeDirect}); err != nil {
+		t.Fatalf("k3d image import of %s: %v", testutil.FlannelImage, err)
+	}
+	conf := `{"name":"cbr0","cniVersion":"0.3.1","plugins":[{"type":"flannel","delegate":{"hairpinMode":true,"isDefaultGateway":true}},{"type":"portmap","capabilities":{"portMappings":true}}]}`
+	script := "set -e; mkdir -p /opt/cni/bin /etc/cni/net.d; cp -L /bin/flannel /bin/bridge /bin/host-local /bin/loopback /bin/portmap /opt/cni/bin/; " +
+		"printf '%s' '" + conf + "' > /etc/cni/net.d/.10-flannel.conflist.tmp; mv /etc/cni/net.d/.10-flannel.conflist.tmp /etc/cni/net.d/10-flannel.conflist"
 	for _, node := range []string{"k3d-" + name + "-server-0", "k3d-" + name + "-agent-0", "k3d-" + name + "-agent-1"} {
-		var cidr string
-		deadline := time.Now().Add(60 * time.Second)
-		for cidr == "" {
-			n, err := kc.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-			if err == nil && n.Spec.PodCIDR != "" {
-				cidr = n.Spec.PodCIDR
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("node %s has no pod CIDR from kube-controller-manager after 60 s (last error %v)", node, err)
-			}
-			time.Sleep(300 * time.Millisecond)
-		}
-		conf := fmt.Sprintf(`{"cniVersion":"1.0.0","name":"rig-bridge","plugins":[{"type":"bridge","bridge":"cni0","isGateway":true,"ipMasq":false,"ipam":{"type":"host-local","ranges":[[{"subnet":%q}]],"routes":[{"dst":"0.0.0.0/0"}]}}]}`, cidr)
-		script := "set -e; mkdir -p /opt/cni/bin /etc/cni/net.d; cp -L /bin/bridge /bin/host-local /bin/loopback /opt/cni/bin/; " +
-			"printf '%s' '" + conf + "' > /etc/cni/net.d/.10-rig.conflist.tmp; mv /etc/cni/net.d/.10-rig.conflist.tmp /etc/cni/net.d/10-rig.conflist"
 		if out, err := execIn(ctx, docker, node, "sh", "-c", script); err != nil {
-			t.Fatalf("installing bridge CNI in %s: %v %s", node, err, out)
+			t.Fatalf("installing flannel CNI config in %s: %v %s", node, err, out)
+		}
+	}
+	ns := "kube-flannel"
+	objs := []func() error{
+		func() error {
+			_, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+			return err
+		},
+		func() error {
+			_, err := kc.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "flannel"}}, metav1.CreateOptions{})
+			return err
+		},
+		func() error {
+			_, err := kc.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+				ObjectMeta: metav1.ObjectMeta{Name: "flannel"},
+				RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "cluster-admin"},
+				Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "flannel", Namespace: ns}},
+			}, metav1.CreateOptions{})
+			return err
+		},
+		func() error {
+			_, err := kc.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{Name: "kube-flannel-cfg"},
+				Data:       map[string]string{"net-conf.json": `{"Network":"10.42.0.0/16","Backend":{"Type":"vxlan"}}`},
+			}, metav1.CreateOptions{})
+			return err
+		},
+		func() error {
+			_, err := kc.AppsV1().DaemonSets(ns).Create(ctx, flannelDaemonSet(), metav1.CreateOptions{})
+			return err
+		},
+	}
+	for _, create := range objs {
+		if err := create(); err != nil {
+			t.Fatalf("creating flannel objects: %v", err)
 		}
 	}
 }
+
+func flannelDaemonSet() *appsv1.DaemonSet {
+	privileged := true
+	labels := map[string]string{"app": "flannel"}
+	hp := func(name, path string, typ corev1.HostPathType) corev1.Volume {
+		return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: path, Type: &typ}}}
+	}
+	return &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "kube-flannel-ds"},
+		Spec: appsv1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					HostNetwork:        true,
+					ServiceAccountName: "flannel",
+					Tolerations:        []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+					Containers: []corev1.Container{{
+						Name:            "kube-flannel",
+						Image:           testutil.FlannelImage,
+						ImagePullPolicy: corev1.PullNever,
+						Command:         []string{"/opt/bin/flanneld"},
+						Args:            []string{"--ip-masq", "--kube-subnet-mgr"},
+						Env: []corev1.EnvVar{
+							{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+							{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
+							{Name: "CONT_WHEN_CACHE_NOT_READY", Value: "false"},
+						},
+						SecurityContext: &corev1.SecurityContext{Privileged: &privileged},
+						VolumeMounts: []corev1.VolumeMount{
+							{Name: "run", MountPath: "/run/flannel"},
+							{Name: "flannel-cfg", MountPath: "/etc/kube-flannel/"},
+							{Name: "xtables-lock", MountPath: "/run/xtables.lock"},
+						},
+					}},
+					Volumes: []corev1.Volume{
+						hp("run", "/run/flannel", corev1.HostPathDirectoryOrCreate),
+						hp("xtables-lock", "/run/xtables.lock", corev1.HostPathFileOrCreate),
+						{Name: "flannel-cfg", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+							LocalObjectReference: corev1.LocalObjectReference{Name: "kube-flannel-cfg"}}}},
+					},
+				},
+			},
+		},
+	}
+}
+
+// waitFlannel waits until flanneld runs on every node (its DaemonSet fully
+// available) and so has written /run/flannel/subnet.env everywhere.
+func waitFlannel(ctx context.Context, t *testing.T, kc kubernetes.Interface) {
+	t.Helper()
+	deadline := time.Now().Add(120 * time.Second)
+	var last string
+	for {
+		ds, err := kc.AppsV1().DaemonSets("kube-flannel").Get(ctx, "kube-flannel-ds", metav1.GetOptions{})
+		if err == nil && ds.Status.DesiredNumberScheduled == 3 && ds.Status.NumberAvailable == 3 {
+			return
+		}
+		if err == nil {
+			last = fmt.Sprintf("desired %d, available %d", ds.Status.DesiredNumberScheduled, ds.Status.NumberAvailable)
+		} else {
+			last = err.Error()
+		}
+		if time.Now().After(deadline) {
+			pods, _ := kc.CoreV1().Pods("kube-flannel").List(ctx, metav1.ListOptions{})
+			var b strings.Builder
+			for _, p := range pods.Items {
+				fmt.Fprintf(&b, "\n  %s on %s: %s %v", p.Name, p.Spec.NodeName, p.Status.Phase, p.Status.ContainerStatuses)
+				if raw, err := kc.CoreV1().Pods("kube-flannel").GetLogs(p.Name, &corev1.PodLogOptions{TailLines: ptrInt64(20)}).DoRaw(ctx); err == nil {
+					fmt.Fprintf(&b, "\n%s", raw)
+				}
+			}
+			t.Fatalf("flannel not running on every node after 120 s: %s%s", last, b.String())
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+func ptrInt64(v int64) *int64 { return &v }
 
 // checkKubeletAllocatable expects the agent's allocatable CPU to be what
 // kubelet computes from the --kubelet-arg reservations the cluster was
