@@ -28,6 +28,7 @@ SRIOVDP_IMAGE="$(testutil_const StandinDevicePluginImage)"
 # Images built from upstream modules carry the product's upstream names.
 FLANNEL_IMAGE="$(go_const "${ROOT}/pkg/cni/images.go" FlannelImage)"
 FLANNEL_CNI_IMAGE="$(testutil_const StandinFlannelCNIPluginImage)"
+MULTUS_IMAGE="$(go_const "${ROOT}/pkg/cni/images.go" MultusImage)"
 
 log() { printf 'test-env: %s\n' "$*"; }
 warn() { printf 'test-env: WARNING: %s\n' "$*" >&2; }
@@ -273,6 +274,17 @@ build_tools "${FLANNEL_DIR}" install-conf "CGO_ENABLED=0" "-ldflags='-s -w'" \
 	github.com/flannel-io/flannel/cmd/install_conf=install-conf
 INSTALL_CONF_BIN="${TOOLS_OUT}/install-conf"
 
+# Multus v4.3.0 (hack/tools/multus): every program hack/build-go.sh@v4.3.0
+# builds (CGO_ENABLED=0, its version ldflags), one invocation.
+phase multus
+MULTUS_PKG=gopkg.in/k8snetworkplumbingwg/multus-cni.v4
+build_tools "${TOOLS_DIR}/multus" multus "CGO_ENABLED=0" \
+	"-ldflags='-s -w -X ${MULTUS_PKG}/pkg/multus.version=v4.3.0 -X ${MULTUS_PKG}/pkg/multus.gitTreeState=clean -X ${MULTUS_PKG}/pkg/multus.releaseStatus=,released'" \
+	${MULTUS_PKG}/cmd/multus ${MULTUS_PKG}/cmd/multus-daemon ${MULTUS_PKG}/cmd/multus-shim ${MULTUS_PKG}/cmd/install_multus \
+	${MULTUS_PKG}/cmd/thin_entrypoint ${MULTUS_PKG}/cmd/kubeconfig_generator ${MULTUS_PKG}/cmd/cert-approver \
+	${MULTUS_PKG}/cmd/passthru-cni=passthru
+MULTUS_BIN="${TOOLS_OUT}"
+
 REGISTRY_DIR="${TOOLS_DIR}/registry"
 REGISTRY_BIN=""
 if [[ -f "${REGISTRY_DIR}/go.sum" ]]; then
@@ -454,6 +466,18 @@ IMAGE_LINKS="${xt_links}" build_image "${FLANNEL_IMAGE}" 'ENTRYPOINT ["/opt/bin/
 
 phase image-flannel-cni-plugin
 build_image "${FLANNEL_CNI_IMAGE}" 'CMD ["/bin/sh"]' "" "${FLANNEL_CNI_BIN}:/flannel"
+
+# Multus thick under its upstream name, laid out as
+# images/Dockerfile.thick@v4.3.0: programs in /usr/src/multus-cni/bin,
+# cert-approver also at /, the daemon as entrypoint; busybox instead of
+# debian:stable-slim.
+phase image-multus
+multus_files=()
+for b in multus multus-daemon multus-shim install_multus thin_entrypoint kubeconfig_generator cert-approver passthru; do
+	multus_files+=("${MULTUS_BIN}/${b}:/usr/src/multus-cni/bin/${b}")
+done
+multus_files+=("${MULTUS_BIN}/cert-approver:/cert-approver")
+build_image "${MULTUS_IMAGE}" 'ENTRYPOINT ["/usr/src/multus-cni/bin/multus-daemon"]' "" "${multus_files[@]}"
 
 phase image-tools
 build_image "${TOOLS_IMAGE}" 'ENTRYPOINT ["/bin/k3s"]

@@ -31,6 +31,9 @@ const (
 	// FlannelImage is built by `make test-env` from flannel's Go module under
 	// the upstream name the product deploys (pkg/cni.FlannelImage).
 	FlannelImage = "ghcr.io/flannel-io/flannel:v0.28.9"
+	// MultusImage is built by `make test-env` from Multus's Go module under
+	// the upstream name the product deploys (pkg/cni.MultusImage).
+	MultusImage = "ghcr.io/k8snetworkplumbingwg/multus-cni:v4.3.0-thick"
 )
 
 // Strict reports whether a missing prerequisite must fail the test rather

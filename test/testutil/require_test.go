@@ -12,4 +12,7 @@ func TestUpstreamNamedImagesAreTheProducts(t *testing.T) {
 	if FlannelImage != cni.FlannelImage {
 		t.Errorf("testutil.FlannelImage %q != cni.FlannelImage %q", FlannelImage, cni.FlannelImage)
 	}
+	if MultusImage != cni.MultusImage {
+		t.Errorf("testutil.MultusImage %q != cni.MultusImage %q", MultusImage, cni.MultusImage)
+	}
 }
