@@ -35,8 +35,9 @@ test-env: ## install and start what the tests need; idempotent, seconds when pre
 STANDIN_MODULES := test/standin/sriovdp test/standin/flannelcni
 
 test: test-env vet
-	SRIOV_LANE_TEST_STRICT=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) ./...
-	for m in $(STANDIN_MODULES); do (cd $$m && SRIOV_LANE_TEST_STRICT=1 $(GO) test -count=1 $(TESTFLAGS) ./...) || exit 1; done
+	rc=0; SRIOV_LANE_TEST_STRICT=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) ./... || rc=1; \
+	for m in $(STANDIN_MODULES); do (cd $$m && SRIOV_LANE_TEST_STRICT=1 $(GO) test -count=1 $(TESTFLAGS) ./...) || rc=1; done; \
+	exit $$rc
 
 unit: ## tests that need neither root nor Docker (others skip)
 	$(GO) test -count=1 ./...
