@@ -14,7 +14,7 @@ TEST_TIMEOUT ?= 25m
 TESTFLAGS ?=
 LANE_ARGS ?=
 
-.PHONY: all build lane test test-env unit vet fmt bench clean
+.PHONY: all build lane test test-env unit vet fmt bench clean manifests
 
 all: build
 
@@ -49,6 +49,9 @@ vet:
 
 fmt:
 	gofmt -w cmd pkg test hack
+
+manifests: ## render the objects up applies into manifests/ (a test keeps them in step)
+	$(GO) run ./hack/manifests -out manifests
 
 bench: test-env build ## benchmarks against the shell-provider sequence, printed as ratios
 	hack/bench.sh

@@ -18,11 +18,11 @@ func newCheckCmd(g *globals) *cobra.Command {
 		Use:   "check",
 		Short: "Check this host is ready for a lane; changes nothing",
 		Long: `check runs the preflight checks of 'up' without changing anything: root, Docker,
-the k3s image, sysfs, SR-IOV PF candidates, VFIO, IOMMU groups and free ports.
-It exits 1 when a hard requirement fails.`,
-		Example: `  sudo sriov-lane check
-  sudo sriov-lane check --config lane.yaml -o json
-  sudo sriov-lane check --sysfs-root /host/sys --agents 3`,
+the k3s image, the cgroup version, sysfs, SR-IOV PF candidates, VFIO, IOMMU groups and
+free ports. It exits 1 when a hard requirement fails.`,
+		Example: `  sriov-lane check
+  sriov-lane check --config lane.yaml -o json
+  sriov-lane check --sysfs-root /host/sys --agents 3`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if output != "" && output != "json" && output != "text" {

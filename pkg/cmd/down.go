@@ -20,45 +20,28 @@ containers removed by hand, Docker restarted, up killed): every PF goes back to 
 network namespace it was found in, under its original name, with numvfs 0; then the
 cluster and registry are deleted and the leases released. It exits 0 when there is
 nothing to do.`,
-		Example: `  sudo sriov-lane down
-  sudo sriov-lane down --name lane2
-  sudo sriov-lane down --all
-  sudo sriov-lane down --config lane.yaml --force`,
+		Example: `  sriov-lane down
+  sriov-lane down --name lane2
+  sriov-lane down --all
+  sriov-lane down --config lane.yaml --force`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			l, err := lf.load()
+			failed, none, err := lf.eachLane(all, func(l *config.Lane) error {
+				rep, err := lane.Down(c.Context(), l, lane.DownOptions{Out: g.streams.Out, Verbose: g.verbose, Force: force})
+				switch {
+				case err != nil:
+					return err
+				case rep.NothingToDo:
+					fmt.Fprintf(g.streams.Out, "lane %s: nothing to do\n", l.Name)
+				default:
+					fmt.Fprintf(g.streams.Out, "lane %s is down\n", l.Name)
+				}
+				return nil
+			})
 			if err != nil {
 				return err
 			}
-			names := []string{l.Name}
-			if all {
-				if lf.name != "" {
-					return usagef("--all and --name exclude each other")
-				}
-				if names, err = lane.Lanes(l.StateDir); err != nil {
-					return err
-				}
-			}
-			var failed []error
-			for _, n := range names {
-				ln := *l
-				ln.Name = n
-				saved, err := lane.ResolveSaved(&ln)
-				if err != nil {
-					failed = append(failed, err)
-					continue
-				}
-				rep, err := lane.Down(c.Context(), saved, lane.DownOptions{Out: g.streams.Out, Verbose: g.verbose, Force: force})
-				switch {
-				case err != nil:
-					failed = append(failed, err)
-				case rep.NothingToDo:
-					fmt.Fprintf(g.streams.Out, "lane %s: nothing to do\n", n)
-				default:
-					fmt.Fprintf(g.streams.Out, "lane %s is down\n", n)
-				}
-			}
-			if len(names) == 0 {
+			if none {
 				fmt.Fprintln(g.streams.Out, "no lanes: nothing to do")
 			}
 			if len(failed) > 0 {

@@ -13,7 +13,7 @@ func newExportCmd(g *globals) *cobra.Command {
 	c := &cobra.Command{
 		Use:     "export",
 		Short:   "Export a lane's state for debugging",
-		Example: `  sudo sriov-lane export logs ./artifacts`,
+		Example: `  sriov-lane export logs ./artifacts`,
 		Args:    noArgs,
 	}
 	c.AddCommand(newExportLogsCmd(g))
@@ -28,8 +28,8 @@ func newExportLogsCmd(g *globals) *cobra.Command {
 		Long: `export logs collects what a CI job keeps as an artifact to explain a failed lane:
 node container logs, pod logs and events, each node's links, the SR-IOV sysfs state of
 the lane's PFs, the journal and the saved config. It changes nothing.`,
-		Example: `  sudo sriov-lane export logs ./artifacts
-  sudo sriov-lane export logs --name lane2 "$ARTIFACTS"`,
+		Example: `  sriov-lane export logs ./artifacts
+  sriov-lane export logs --name lane2 "$ARTIFACTS"`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
 			l, err := lf.loadSaved()

@@ -44,3 +44,34 @@ func (lf *laneFlags) loadSaved() (*config.Lane, error) {
 func (lf *laneFlags) load() (*config.Lane, error) {
 	return config.Load(config.Source{File: lf.file, Getenv: os.LookupEnv, Flags: lf.settings, Name: lf.name})
 }
+
+// eachLane runs f on the saved config of the selected lane, or with all on
+// every lane of the state dir, going on past failures; it returns the
+// failures and whether there was no lane at all.
+func (lf *laneFlags) eachLane(all bool, f func(*config.Lane) error) (failed []error, none bool, err error) {
+	l, err := lf.load()
+	if err != nil {
+		return nil, false, err
+	}
+	names := []string{l.Name}
+	if all {
+		if lf.name != "" {
+			return nil, false, usagef("--all and --name exclude each other")
+		}
+		if names, err = lane.Lanes(l.StateDir); err != nil {
+			return nil, false, err
+		}
+	}
+	for _, n := range names {
+		ln := *l
+		ln.Name = n
+		saved, err := lane.ResolveSaved(&ln)
+		if err == nil {
+			err = f(saved)
+		}
+		if err != nil {
+			failed = append(failed, err)
+		}
+	}
+	return failed, len(names) == 0, nil
+}

@@ -16,8 +16,8 @@ func newLoadCmd(g *globals) *cobra.Command {
 		Short: "Import images from the host's Docker into every node of a lane",
 		Long: `load streams host images into every node's containerd, like 'kind load docker-image':
 the quickest way to try a locally built image without the registry.`,
-		Example: `  sudo sriov-lane load quay.io/kubevirt/virt-launcher:devel
-  sudo sriov-lane load --name lane2 my/image:tag other/image:tag`,
+		Example: `  sriov-lane load quay.io/kubevirt/virt-launcher:devel
+  sriov-lane load --name lane2 my/image:tag other/image:tag`,
 		Args: usageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(c *cobra.Command, images []string) error {
 			l, err := lf.loadSaved()

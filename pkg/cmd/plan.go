@@ -22,10 +22,16 @@ func newPlanCmd(g *globals) *cobra.Command {
 		Short: "Print the defaulted lane config and every object up would apply; changes nothing",
 		Long: `plan prints the fully defaulted lane config, then every Kubernetes object up would
 apply for it, with the device plugin selecting the PFs discovery would pick on this host
-(by their names, which they keep inside the nodes unless a name collides there).`,
+(by their names, which they keep inside the nodes unless a name collides there).
+plan never downloads: with cni calico, the pinned upstream manifests that are not
+cached yet are listed with their URL, sha256 and size instead of their objects.`,
 		Example: `  sriov-lane plan
   sriov-lane plan --config lane.yaml -o yaml
   sriov-lane plan --config-only -o json
+  sriov-lane plan --cni calico
+  sriov-lane plan --network-resources-injector=true   # the webhook, with placeholder certificate data
+  sriov-lane plan --cni calico --ip-family dual   # both IP pools in the Installation
+  sriov-lane plan --config-only --topology-manager-policy best-effort --datastore-on-tmpfs=false
   SRIOV_LANE_AGENTS=3 sriov-lane plan -o json`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -37,11 +43,17 @@ apply for it, with the device plugin selecting the PFs discovery would pick on t
 				return err
 			}
 			var objs []*unstructured.Unstructured
+			var pending []cni.PendingFetch
 			if !configOnly {
-				names := plannedPFNames(c, l, g)
-				if objs, err = cni.Objects(c.Context(), lane.CNIOptions(l, names)); err != nil {
+				opts := lane.CNIOptions(l, plannedPFNames(c, l, g))
+				// plan never downloads: pinned manifests that are not
+				// cached are shown as what up would fetch.
+				opts.Calico.Offline = true
+				cs, err := cni.Components(c.Context(), opts)
+				if err != nil {
 					return err
 				}
+				objs, pending = cni.Flatten(cs)
 			}
 			if output == "json" {
 				// One JSON document: the lane and the List of objects.
@@ -52,6 +64,9 @@ apply for it, with the device plugin selecting the PFs discovery would pick on t
 						return err
 					}
 					doc["objects"] = json.RawMessage(buf.Bytes())
+					if len(pending) > 0 {
+						doc["fetch"] = pending
+					}
 				}
 				b, err := json.MarshalIndent(doc, "", "  ")
 				if err != nil {
@@ -69,6 +84,12 @@ apply for it, with the device plugin selecting the PFs discovery would pick on t
 				return nil
 			}
 			fmt.Fprintln(g.streams.Out, "---")
+			for _, p := range pending {
+				fmt.Fprintf(g.streams.Out, "# not cached: up fetches %s (sha256 %s, %d bytes) and applies its objects\n", p.URL, p.SHA256, p.Size)
+			}
+			if l.Components.NetworkResourcesInjector {
+				fmt.Fprintf(g.streams.Out, "# %s: the Secret's data and the webhook's caBundle are placeholders; up makes a CA and serving certificate\n", cni.NRIName)
+			}
 			return cni.Render(g.streams.Out, objs, "yaml")
 		},
 	}

@@ -67,12 +67,13 @@ func NewRoot(streams IOStreams) *cobra.Command {
 		Long: `sriov-lane brings up a k3d cluster (1 k3s server, N agents), binds SR-IOV physical
 functions from this host into the agents, creates VFs, deploys Multus, sriov-cni, the
 SR-IOV device plugin and a CNI, and waits until every agent advertises its VFs.
-'sriov-lane down' gives every PF back to the network namespace it came from.`,
-		Example: `  sudo sriov-lane check                 # is this host ready?
-  sudo sriov-lane up                    # 1 server + 2 agents, 1 PF and 6 VFs each
-  sudo sriov-lane up --config lane.yaml
-  sudo sriov-lane status
-  sudo sriov-lane down`,
+'sriov-lane down' gives every PF back to the network namespace it came from.
+Every command that changes the host runs as root.`,
+		Example: `  sriov-lane check                 # is this host ready?
+  sriov-lane up                    # 1 server + 2 agents, 1 PF and 6 VFs each
+  sriov-lane up --config lane.yaml
+  sriov-lane status
+  sriov-lane down`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRun: func(*cobra.Command, []string) {
@@ -100,6 +101,7 @@ SR-IOV device plugin and a CNI, and waits until every agent advertises its VFs.
 		newUpCmd(g),
 		newDownCmd(g),
 		newStatusCmd(g),
+		newRepairCmd(g),
 		newVerifyCmd(g),
 		newLoadCmd(g),
 		newExportCmd(g),

@@ -16,10 +16,14 @@ func newStatusCmd(g *globals) *cobra.Command {
 	var lf *laneFlags
 	c := &cobra.Command{
 		Use:   "status",
-		Short: "Show lanes, or one lane's nodes, PFs, VFs and allocatable",
-		Example: `  sudo sriov-lane status                  # every lane of this host
-  sudo sriov-lane status --name sriov
-  sudo sriov-lane status --name sriov -o json`,
+		Short: "Show lanes, or one lane's health, nodes, PFs, VFs and allocatable",
+		Long: `status lists the lanes of this host, or shows one lane: its health, nodes, where each
+PF is, its VFs and their drivers, allocatable and lease owner. A lane whose PF is not
+in the agent up put it in (the agent restarted, stopped or was removed) is degraded:
+status says what to do and exits 1.`,
+		Example: `  sriov-lane status                  # every lane of this host
+  sriov-lane status --name sriov
+  sriov-lane status --name sriov -o json`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if output != "text" && output != "json" {
@@ -58,11 +62,18 @@ func newStatusCmd(g *globals) *cobra.Command {
 			if output == "json" {
 				b, _ := json.MarshalIndent(st, "", "  ")
 				fmt.Fprintln(g.streams.Out, string(b))
-				return nil
+			} else {
+				tw := tabwriter.NewWriter(g.streams.Out, 2, 4, 2, ' ', 0)
+				fmt.Fprint(tw, lane.FormatStatus(st))
+				if err := tw.Flush(); err != nil {
+					return err
+				}
 			}
-			tw := tabwriter.NewWriter(g.streams.Out, 2, 4, 2, ' ', 0)
-			fmt.Fprint(tw, lane.FormatStatus(st))
-			return tw.Flush()
+			// CI scripts check the exit code: a degraded lane is a failure.
+			if len(st.Problems) > 0 {
+				return fmt.Errorf("lane %s is degraded (%d problems)", st.Name, len(st.Problems))
+			}
+			return nil
 		},
 	}
 	lf = addLaneFlags(c, false)

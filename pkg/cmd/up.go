@@ -20,15 +20,23 @@ func newUpCmd(g *globals) *cobra.Command {
 VFs, deploys Multus, sriov-cni, the device plugin and the CNI, and returns when every
 agent advertises its VFs. On failure, Ctrl-C or SIGTERM it undoes everything it did,
 PFs first, unless --retain.`,
-		Example: `  sudo sriov-lane up
-  sudo sriov-lane up --config lane.yaml -v
-  sudo sriov-lane up --agents 3 --pfs-per-node 2 --vf-driver netdevice
-  sudo sriov-lane up --kubevirtci _ci-configs/sriov   # writes .kubeconfig, .kubectl, config-provider-sriov.sh`,
+		Example: `  sriov-lane up
+  sriov-lane up --config lane.yaml -v
+  sriov-lane up --agents 3 --pfs-per-node 2 --vf-driver netdevice
+  SRIOV_LANE_NETWORK_RESOURCES_INJECTOR=true sriov-lane up   # pods get VF requests from their NADs
+  sriov-lane up --ip-family dual --topology-manager-policy restricted --topology-manager-scope pod
+  sriov-lane up --datastore-on-tmpfs=false   # k3s datastore on disk instead of a tmpfs
+  sriov-lane up --kubevirtci _ci-configs/k3d-sriov   # writes .kubeconfig, .kubectl, config-provider-k3d-sriov.sh`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			l, err := lf.load()
 			if err != nil {
 				return err
+			}
+			if kubevirtci != "" {
+				if err := lane.CheckKubevirtciDir(kubevirtci); err != nil {
+					return usagef("%v", err)
+				}
 			}
 			// The k3d library leaves temp files behind (one hosts file per
 			// node); give it a private temp dir that goes with this process.

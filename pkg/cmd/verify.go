@@ -23,8 +23,8 @@ func newVerifyCmd(g *globals) *cobra.Command {
 		Long: `verify applies the smoke objects (a NetworkAttachmentDefinition of type sriov and a
 pod requesting one VF) to a running lane and waits for the pod to become Ready: a
 quick end-to-end check on real hardware.`,
-		Example: `  sudo sriov-lane verify
-  sudo sriov-lane verify --name lane2 --timeout 5m`,
+		Example: `  sriov-lane verify
+  sriov-lane verify --name lane2 --timeout 5m`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			l, err := lf.loadSaved()

@@ -118,10 +118,10 @@ func TestApplyTwiceChangesNothing(t *testing.T) {
 
 func TestApplyCalicoWaitsForCRD(t *testing.T) {
 	cfg, _ := startAPI(t)
-	srv, _ := manifestServer(t, testManifest)
 	o := defaultTestOptions()
 	o.CNI = CNICalico
-	o.Calico = CalicoOptions{URL: srv.URL + "/manifests/tigera-operator.yaml", SHA256: sha(testManifest), HTTPClient: srv.Client(), CacheDir: t.TempDir()}
+	o.Calico, _ = testCalicoOptions(t)
+	o.Calico.CacheDir = t.TempDir()
 	objs, err := Objects(t.Context(), o)
 	if err != nil {
 		t.Fatal(err)

@@ -21,53 +21,80 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// CalicoVersion is the pinned Calico release deployed through the Tigera operator.
-const CalicoVersion = "v3.29.0"
+// CalicoVersion is the pinned Calico release, deployed through the Tigera
+// operator. v3.32 is tested on Kubernetes 1.34-1.36, which covers k3d
+// v5.9.0's default k3s (v1.35) and the next minor; v3.29 (tested up to 1.32)
+// is out of range for both.
+const CalicoVersion = "v3.32.1"
 
-// CalicoOperatorManifestURL is the pinned upstream operator manifest.
-const CalicoOperatorManifestURL = "https://raw.githubusercontent.com/projectcalico/calico/" + CalicoVersion + "/manifests/tigera-operator.yaml"
+// CalicoManifestBaseURL is where the pinned release's manifests/ are served.
+const CalicoManifestBaseURL = "https://raw.githubusercontent.com/projectcalico/calico/" + CalicoVersion + "/manifests/"
 
-// CalicoOperatorManifestSHA256 pins the manifest at CalicoOperatorManifestURL.
-//
-// UNVERIFIED PLACEHOLDER: the build machine has no Internet access, so the
-// real digest could not be computed. On a networked machine run
-//
-//	curl -fsSL <CalicoOperatorManifestURL> | sha256sum
-//
-// and put the 64-hex-digit result here. Until then every Calico manifest
-// (download, cache or file override) is refused with an error saying so:
-// failing closed is the point of pinning.
-const CalicoOperatorManifestSHA256 = "UNVERIFIED-set-sha256-of-tigera-operator-v3.29.0-yaml"
+// ManifestRef is one upstream file the lane applies verbatim, pinned by the
+// sha256 and size of its git blob at CalicoVersion (raw file URLs serve the
+// blob as-is).
+type ManifestRef struct {
+	// Name is the file name under the release's manifests/ directory, and
+	// the name looked for in an override directory.
+	Name   string `json:"name"`
+	SHA256 string `json:"sha256"`
+	Size   int64  `json:"size"`
+}
 
-// maxManifestBytes bounds a download; the real manifest is a few MiB of CRDs.
+// CalicoManifests are applied in this order: since v3.31 the CRDs are a
+// separate file that must exist before the operator starts.
+// projectcalico/calico manifests/operator-crds.yaml@v3.32.1 and
+// manifests/tigera-operator.yaml@v3.32.1 (operator v1.42.3).
+var CalicoManifests = []ManifestRef{
+	{Name: "operator-crds.yaml", SHA256: "192f8b2d934ef24b62e86b7e1a6e1762d1c8af26a916f78057bc13fa5ed60f71", Size: 3046956},
+	{Name: "tigera-operator.yaml", SHA256: "f18e073794207d372606bc3ea6f8fd73972f86d6828f4ba666dfe0d4aa8ab07f", Size: 19660},
+}
+
+// maxManifestBytes bounds a download; the largest pinned file is ~3 MiB.
 const maxManifestBytes = 64 << 20
 
 // ErrChecksumMismatch is returned (wrapped) when manifest bytes do not hash
 // to the pinned digest.
 var ErrChecksumMismatch = errors.New("sha256 mismatch")
 
-// CalicoManifest returns the verified Tigera operator manifest: from
-// c.ManifestFile when set (air-gapped hosts), else from the cache in
-// c.CacheDir, else downloaded from c.URL and then cached. Every source is
-// checked against c.SHA256; a cached copy that fails is replaced.
-func CalicoManifest(ctx context.Context, c CalicoOptions) ([]byte, error) {
-	if c.URL == "" {
-		c.URL = CalicoOperatorManifestURL
+// ErrNotCached is returned (wrapped) by an offline read of a manifest that
+// is neither in the override directory nor in the cache.
+var ErrNotCached = errors.New("not cached")
+
+// PendingFetch is a pinned manifest that `up` would download: `plan` shows
+// it instead of the objects it holds when it has no local copy.
+type PendingFetch struct {
+	URL    string `json:"url"`
+	SHA256 string `json:"sha256"`
+	Size   int64  `json:"size"`
+}
+
+// url is where ref is downloaded from.
+func (c CalicoOptions) url(ref ManifestRef) string {
+	return strings.TrimRight(c.BaseURL, "/") + "/" + ref.Name
+}
+
+// CalicoManifest returns the verified bytes of one pinned manifest: from
+// c.ManifestDir when set (air-gapped hosts), else from the cache in
+// c.CacheDir, else (unless c.Offline) downloaded and then cached. Every
+// source is checked against ref's digest; a cached copy that fails is
+// replaced.
+func CalicoManifest(ctx context.Context, c CalicoOptions, ref ManifestRef) ([]byte, error) {
+	if c.BaseURL == "" {
+		c.BaseURL = CalicoManifestBaseURL
 	}
-	if c.SHA256 == "" {
-		c.SHA256 = CalicoOperatorManifestSHA256
-	}
-	want := strings.ToLower(c.SHA256)
+	want := strings.ToLower(ref.SHA256)
 	if b, err := hex.DecodeString(want); err != nil || len(b) != sha256.Size {
-		return nil, fmt.Errorf("pinned Calico manifest checksum %q is not a sha256 hex digest: set CalicoOperatorManifestSHA256 from a networked machine", c.SHA256)
+		return nil, fmt.Errorf("pinned checksum %q of Calico manifest %s is not a sha256 hex digest", ref.SHA256, ref.Name)
 	}
-	if c.ManifestFile != "" {
-		data, err := os.ReadFile(c.ManifestFile)
+	if c.ManifestDir != "" {
+		p := filepath.Join(c.ManifestDir, ref.Name)
+		data, err := os.ReadFile(p)
 		if err != nil {
 			return nil, fmt.Errorf("reading Calico manifest override: %w", err)
 		}
 		if err := verifySHA256(data, want); err != nil {
-			return nil, fmt.Errorf("Calico manifest override %s: %w", c.ManifestFile, err)
+			return nil, fmt.Errorf("Calico manifest override %s (want %s of Calico %s): %w", p, ref.Name, CalicoVersion, err)
 		}
 		return data, nil
 	}
@@ -78,12 +105,16 @@ func CalicoManifest(ctx context.Context, c CalicoOptions) ([]byte, error) {
 			return data, nil
 		}
 	}
-	data, err := download(ctx, c.HTTPClient, c.URL)
+	url := c.url(ref)
+	if c.Offline {
+		return nil, fmt.Errorf("Calico manifest %s: %w", url, ErrNotCached)
+	}
+	data, err := download(ctx, c.HTTPClient, url)
 	if err != nil {
 		return nil, err
 	}
 	if err := verifySHA256(data, want); err != nil {
-		return nil, fmt.Errorf("Calico manifest from %s: %w", c.URL, err)
+		return nil, fmt.Errorf("Calico manifest from %s: %w", url, err)
 	}
 	if cachePath != "" {
 		if err := writeFileAtomic(cachePath, data); err != nil {
@@ -96,7 +127,7 @@ func CalicoManifest(ctx context.Context, c CalicoOptions) ([]byte, error) {
 func verifySHA256(data []byte, want string) error {
 	sum := sha256.Sum256(data)
 	if got := hex.EncodeToString(sum[:]); got != want {
-		return fmt.Errorf("%w: got %s, pinned %s", ErrChecksumMismatch, got, want)
+		return fmt.Errorf("%w: got %s (%d bytes), pinned %s", ErrChecksumMismatch, got, len(data), want)
 	}
 	return nil
 }
@@ -151,7 +182,7 @@ func writeFileAtomic(path string, data []byte) error {
 // DecodeManifest splits a multi-document YAML (or JSON) manifest into
 // objects, skipping empty documents and expanding kind List.
 func DecodeManifest(data []byte) ([]*unstructured.Unstructured, error) {
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	r := utilyaml.NewYAMLReader(bufio.NewReaderSize(bytes.NewReader(data), 1<<20))
 	var out []*unstructured.Unstructured
 	for i := 0; ; i++ {
 		doc, err := r.Read()
@@ -188,18 +219,40 @@ func DecodeManifest(data []byte) ([]*unstructured.Unstructured, error) {
 // calicoInstallation is the operator's Installation: the pod IP pool and
 // container IP forwarding (needed by VMs behind the pod network), images
 // from the mirror when one is set.
+//
+// IP families: ipv4 has the IPv4 pool alone, dual adds an IPv6 pool, ipv6
+// has the IPv6 pool alone. The IPv6 pool is named as the operator names its
+// default one (tigera/operator pkg/controller/ippool/defaults.go@v1.42.3),
+// uses VXLAN (the operator refuses IPIP on IPv6 pools,
+// pkg/controller/installation/validation.go@v1.42.3) and the operator's
+// IPv6 block size, /122; with an IPv6 pool the operator turns on IPv6 node
+// address autodetection itself (firstFound, pkg/controller/installation/core_controller.go@v1.42.3).
 func calicoInstallation(o Options) *unstructured.Unstructured {
+	var pools []any
+	if o.IPFamily != IPFamilyIPv6 {
+		pools = append(pools, map[string]any{
+			"name":          "default-ipv4-ippool",
+			"cidr":          o.ClusterCIDR,
+			"blockSize":     int64(26),
+			"encapsulation": "VXLANCrossSubnet",
+			"natOutgoing":   "Enabled",
+			"nodeSelector":  "all()",
+		})
+	}
+	if o.IPFamily == IPFamilyIPv6 || o.IPFamily == IPFamilyDual {
+		pools = append(pools, map[string]any{
+			"name":          "default-ipv6-ippool",
+			"cidr":          o.ClusterCIDRv6,
+			"blockSize":     int64(122),
+			"encapsulation": "VXLANCrossSubnet",
+			"natOutgoing":   "Enabled",
+			"nodeSelector":  "all()",
+		})
+	}
 	spec := map[string]any{
 		"calicoNetwork": map[string]any{
 			"containerIPForwarding": "Enabled",
-			"ipPools": []any{map[string]any{
-				"name":          "default-ipv4-ippool",
-				"cidr":          o.ClusterCIDR,
-				"blockSize":     int64(26),
-				"encapsulation": "VXLANCrossSubnet",
-				"natOutgoing":   "Enabled",
-				"nodeSelector":  "all()",
-			}},
+			"ipPools":               pools,
 		},
 	}
 	if m := strings.TrimRight(o.ImageRegistryMirror, "/"); m != "" {
@@ -218,21 +271,31 @@ func calicoInstallation(o Options) *unstructured.Unstructured {
 	}}
 }
 
-// calicoObjects is the verified operator manifest plus the Installation,
-// with every image in the manifest rewritten through the mirror.
-func calicoObjects(ctx context.Context, o Options) ([]*unstructured.Unstructured, error) {
-	data, err := CalicoManifest(ctx, o.Calico)
-	if err != nil {
-		return nil, err
-	}
-	objs, err := DecodeManifest(data)
-	if err != nil {
-		return nil, fmt.Errorf("Calico operator manifest: %w", err)
-	}
-	for _, u := range objs {
-		if err := mirrorImages(u, o.ImageRegistryMirror); err != nil {
-			return nil, fmt.Errorf("rewriting images of %s %s: %w", u.GetKind(), u.GetName(), err)
+// calicoObjects is the verified upstream manifests, CRDs first, with every
+// image rewritten through the mirror, plus the Installation. Offline, a
+// manifest without a local copy is returned as pending instead.
+func calicoObjects(ctx context.Context, o Options) ([]*unstructured.Unstructured, []PendingFetch, error) {
+	var objs []*unstructured.Unstructured
+	var pending []PendingFetch
+	for _, ref := range o.Calico.Manifests {
+		data, err := CalicoManifest(ctx, o.Calico, ref)
+		if errors.Is(err, ErrNotCached) {
+			pending = append(pending, PendingFetch{URL: o.Calico.url(ref), SHA256: ref.SHA256, Size: ref.Size})
+			continue
 		}
+		if err != nil {
+			return nil, nil, err
+		}
+		m, err := DecodeManifest(data)
+		if err != nil {
+			return nil, nil, fmt.Errorf("Calico manifest %s: %w", ref.Name, err)
+		}
+		for _, u := range m {
+			if err := mirrorImages(u, o.ImageRegistryMirror); err != nil {
+				return nil, nil, fmt.Errorf("rewriting images of %s %s: %w", u.GetKind(), u.GetName(), err)
+			}
+		}
+		objs = append(objs, m...)
 	}
-	return append(objs, calicoInstallation(o)), nil
+	return append(objs, calicoInstallation(o)), pending, nil
 }

@@ -55,17 +55,37 @@ func TestDevicePluginConfigRoundTrip(t *testing.T) {
 	}
 }
 
+// Every field sriov-network-device-plugin v3.11.0 accepts
+// (pkg/types/types.go@v3.11.0) parses and survives a round trip, selectors
+// may be an object or a list (pkg/factory/factory.go@v3.11.0), and what the
+// plugin would refuse or ignore is refused with the field named.
 func TestParseDPConfigFullSchema(t *testing.T) {
-	in := `{"resourceList":[{"resourceName":"a","resourcePrefix":"p.io","deviceType":"accelerator","excludeTopology":true,
-	  "selectors":[{"vendors":["8086"],"devices":["154c"],"drivers":["vfio-pci"],"pciAddresses":["0000:40:10.0"],
-	  "pfNames":["ens1f0#0-3"],"rootDevices":["0000:40:00.0"],"linkTypes":["ether"],"isRdma":true,"needVhostNet":true}]}]}`
+	in := `{"resourceList":[
+	  {"resourceName":"net","resourcePrefix":"p.io","deviceType":"netDevice","excludeTopology":true,
+	   "additionalInfo":{"*":{"k":"v"},"0000:40:10.0":{"k":"w"}},
+	   "selectors":[{"vendors":["8086"],"devices":["154c"],"drivers":["iavf"],"pciAddresses":["0000:40:10.0"],
+	     "pfNames":["ens1f0#0-3","ens1f1#0,2-3"],"rootDevices":["0000:40:00.0"],"linkTypes":["ether"],"IsRdma":true,
+	     "acpiIndexes":["101"],"needVhostNet":true,"ddpProfiles":["GTP"],"pKeys":["0x1"]},
+	    {"vdpaType":"vhost"}]},
+	  {"resourceName":"accel","deviceType":"accelerator",
+	   "selectors":{"vendors":["8086"],"devices":["0d5c"],"drivers":["vfio-pci"],"pciAddresses":["0000:b1:00.0"]}},
+	  {"resourceName":"aux","deviceType":"auxNetDevice",
+	   "selectors":[{"pfNames":["p0"],"auxTypes":["sf"],"linkTypes":["ether"]}]}]}`
 	c, err := ParseDPConfig([]byte(in))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := c.ResourceList[0].Selectors[0]
-	if !c.ResourceList[0].ExcludeTopology || !s.IsRdma || !s.NeedVhostNet || s.PFNames[0] != "ens1f0#0-3" || s.RootDevices[0] != "0000:40:00.0" || s.LinkTypes[0] != "ether" {
-		t.Fatalf("fields lost: %+v", c)
+	r := c.ResourceList[0]
+	s := r.Selectors[0]
+	if !r.ExcludeTopology || r.AdditionalInfo["*"]["k"] != "v" || !s.IsRdma || !s.NeedVhostNet || s.PFNames[1] != "ens1f1#0,2-3" ||
+		s.RootDevices[0] != "0000:40:00.0" || s.ACPIIndexes[0] != "101" || s.DDPProfiles[0] != "GTP" || s.PKeys[0] != "0x1" || r.Selectors[1].VdpaType != "vhost" {
+		t.Fatalf("netDevice fields lost: %+v", r)
+	}
+	if a := c.ResourceList[1].Selectors; len(a) != 1 || a[0].Devices[0] != "0d5c" {
+		t.Fatalf("single selector object: %+v", a)
+	}
+	if x := c.ResourceList[2].Selectors[0]; x.AuxTypes[0] != "sf" {
+		t.Fatalf("auxNetDevice fields lost: %+v", x)
 	}
 	out, err := c.Marshal()
 	if err != nil {
@@ -75,8 +95,21 @@ func TestParseDPConfigFullSchema(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(c, c2) {
 		t.Fatalf("re-parse: %v, %+v", err, c2)
 	}
-	if _, err := ParseDPConfig([]byte(`{"resourceList":[{"resourceName":"a","selectors":[{"pfname":["x"]}]}]}`)); err == nil || !strings.Contains(err.Error(), "pfname") {
-		t.Fatalf("misspelt key accepted: %v", err)
+	refused := map[string]string{
+		`{"resourceList":[{"resourceName":"a","selectors":[{"pfname":["x"]}]}]}`:                                 "pfname",
+		`{"resourceList":[{"resourceName":"a","selectors":[]}]}`:                                                 "empty list",
+		`{"resourceList":[{"resourceName":"a"}]}`:                                                                "selectors are required",
+		`{"resourceList":[{"resourceName":"a.b","selectors":{}}]}`:                                               "resourceName must match",
+		`{"resourceList":[{"resourceName":"a","deviceType":"gpu","selectors":{}}]}`:                              `deviceType "gpu"`,
+		`{"resourceList":[{"resourceName":"a","deviceType":"accelerator","selectors":{"pfNames":["p"]}}]}`:       "pfNames is not a selector of deviceType accelerator",
+		`{"resourceList":[{"resourceName":"a","deviceType":"auxNetDevice","selectors":{"pciAddresses":["x"]}}]}`: "pciAddresses is not a selector",
+		`{"resourceList":[{"resourceName":"a","selectors":{"isRdma":true,"vdpaType":"virtio"}}]}`:                "exclude each other",
+		`{"resourceList":[{"resourceName":"a","selectors":{}},{"resourceName":"a","selectors":{}}]}`:             "same prefix and name",
+	}
+	for in, want := range refused {
+		if _, err := ParseDPConfig([]byte(in)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: got %v, want an error with %q", in, err, want)
+		}
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 )
 
@@ -18,7 +19,11 @@ const (
 	flannelName      = "flannel"
 	flannelConfigMap = "kube-flannel-cfg"
 	flannelDaemonSet = "kube-flannel-ds"
-	hostCNIBinMount  = "/host/opt/cni/bin"
+	// k3sBinMount is where the node's /bin is seen by the plugin copier.
+	k3sBinMount = "/host/bin"
+	// flannelHealthzPort serves /healthz and /readyz; flanneld's default
+	// (0) disables them (flannel-io/flannel main.go@v0.28.9).
+	flannelHealthzPort = 8081
 	// Multus (multusConfigFile "auto") wraps the alphabetically first other
 	// config in the conf dir as the default network: this one.
 	flannelConflist = "10-flannel.conflist"
@@ -42,10 +47,30 @@ type portmapPluginConf struct {
 	Capabilities map[string]bool `json:"capabilities"`
 }
 
+// flannelNetConf is flannel's net-conf.json. EnableIPv4 defaults to true
+// in flannel, so it is written only to turn IPv4 off; EnableIPv6 with
+// IPv6Network adds the IPv6 pod network (flannel-io/flannel
+// pkg/subnet/config.go@v0.28.9, Config and ParseConfig).
 type flannelNetConf struct {
-	Network        string         `json:"Network"`
+	EnableIPv4     *bool          `json:"EnableIPv4,omitempty"`
+	Network        string         `json:"Network,omitempty"`
+	EnableIPv6     bool           `json:"EnableIPv6,omitempty"`
+	IPv6Network    string         `json:"IPv6Network,omitempty"`
 	EnableNFTables bool           `json:"EnableNFTables"`
 	Backend        map[string]any `json:"Backend"`
+}
+
+// flannelNetConfFor maps the IP family to flannel's settings.
+func flannelNetConfFor(o Options) flannelNetConf {
+	nc := flannelNetConf{Network: o.ClusterCIDR, Backend: map[string]any{"Type": "vxlan"}}
+	switch o.IPFamily {
+	case IPFamilyDual:
+		nc.EnableIPv6, nc.IPv6Network = true, o.ClusterCIDRv6
+	case IPFamilyIPv6:
+		nc.EnableIPv4, nc.Network = ptr.To(false), ""
+		nc.EnableIPv6, nc.IPv6Network = true, o.ClusterCIDRv6
+	}
+	return nc
 }
 
 func flannelObjects(o Options) ([]runtime.Object, error) {
@@ -60,10 +85,7 @@ func flannelObjects(o Options) ([]runtime.Object, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encoding flannel conflist: %w", err)
 	}
-	netConf, err := json.MarshalIndent(flannelNetConf{
-		Network: o.ClusterCIDR,
-		Backend: map[string]any{"Type": "vxlan"},
-	}, "", "  ")
+	netConf, err := json.MarshalIndent(flannelNetConfFor(o), "", "  ")
 	if err != nil {
 		return nil, fmt.Errorf("encoding flannel net-conf: %w", err)
 	}
@@ -111,13 +133,18 @@ func flannelObjects(o Options) ([]runtime.Object, error) {
 						{
 							Name:         "install-cni-plugin",
 							Image:        o.image(FlannelCNIPluginImage),
-							Command:      []string{"cp", "-f", "/flannel", hostCNIBinMount + "/flannel"},
-							VolumeMounts: []corev1.VolumeMount{{Name: "cni-plugin", MountPath: hostCNIBinMount}},
+							Command:      []string{"cp"},
+							Args:         []string{"-f", "/flannel", DefaultCNIBinDir + "/flannel"},
+							VolumeMounts: []corev1.VolumeMount{{Name: "cni-plugin", MountPath: DefaultCNIBinDir}},
 						},
 						{
+							// install-conf writes a temp file beside the
+							// target and renames it, so containerd never
+							// loads a half-written conflist.
 							Name:    "install-cni",
 							Image:   o.image(FlannelImage),
-							Command: []string{"cp", "-f", "/etc/kube-flannel/cni-conf.json", "/etc/cni/net.d/" + flannelConflist},
+							Command: []string{"/opt/bin/install-conf"},
+							Args:    []string{"/etc/kube-flannel/cni-conf.json", "/etc/cni/net.d/" + flannelConflist},
 							VolumeMounts: []corev1.VolumeMount{
 								{Name: "cni", MountPath: "/etc/cni/net.d"},
 								{Name: "flannel-cfg", MountPath: "/etc/kube-flannel/"},
@@ -128,7 +155,23 @@ func flannelObjects(o Options) ([]runtime.Object, error) {
 						Name:    "kube-flannel",
 						Image:   o.image(FlannelImage),
 						Command: []string{"/opt/bin/flanneld"},
-						Args:    []string{"--ip-masq", "--kube-subnet-mgr"},
+						Args:    []string{"--ip-masq", "--kube-subnet-mgr", fmt.Sprintf("--healthz-port=%d", flannelHealthzPort)},
+						Ports: []corev1.ContainerPort{{
+							Name: "healthz", ContainerPort: flannelHealthzPort, Protocol: corev1.ProtocolTCP,
+						}},
+						// /healthz answers while flanneld runs; /readyz only
+						// once it has written subnet.env, which the flannel
+						// CNI plugin needs before any pod can start.
+						LivenessProbe: &corev1.Probe{
+							ProbeHandler:        corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromString("healthz")}},
+							InitialDelaySeconds: 10,
+							PeriodSeconds:       30,
+						},
+						ReadinessProbe: &corev1.Probe{
+							ProbeHandler:        corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromString("healthz")}},
+							InitialDelaySeconds: 5,
+							PeriodSeconds:       10,
+						},
 						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
 							corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("50Mi"),
 						}},
@@ -140,6 +183,9 @@ func flannelObjects(o Options) ([]runtime.Object, error) {
 							fieldEnv("POD_NAME", "metadata.name"),
 							fieldEnv("POD_NAMESPACE", "metadata.namespace"),
 							{Name: "EVENT_QUEUE_DEPTH", Value: "5000"},
+							// Exit (and be restarted) rather than run on
+							// without a synced node cache.
+							{Name: "CONT_WHEN_CACHE_NOT_READY", Value: "false"},
 						},
 						VolumeMounts: []corev1.VolumeMount{
 							{Name: "run", MountPath: "/run/flannel"},
@@ -153,7 +199,7 @@ func flannelObjects(o Options) ([]runtime.Object, error) {
 						hostPathVolume("cni", o.CNIConfDir, corev1.HostPathDirectoryOrCreate),
 						configMapVolume("flannel-cfg", flannelConfigMap),
 						hostPathVolume("xtables-lock", "/run/xtables.lock", corev1.HostPathFileOrCreate),
-						hostPathVolume("k3s-data", k3sDataDir(o), corev1.HostPathDirectory),
+						hostPathVolume("k3s-bin", o.K3sBinDir, corev1.HostPathDirectory),
 					},
 				},
 			},
@@ -162,34 +208,31 @@ func flannelObjects(o Options) ([]runtime.Object, error) {
 	return []runtime.Object{ns, sa, role, binding, cm, ds}, nil
 }
 
-// k3sDataDir is the directory mounted to reach K3sCNIBinDir: two levels up
-// (/var/lib/rancher/k3s/data for .../data/current/bin), mounted at the same
-// path, so the "current" symlink resolves whether k3s made it relative or
-// absolute.
-func k3sDataDir(o Options) string { return path.Dir(path.Dir(path.Clean(o.K3sCNIBinDir))) }
-
 // k3sPluginCopier makes the standard CNI plugins that flannel's conflist
 // chains (bridge, host-local, portmap, ...) available in the node's CNI bin
-// dir without a download: k3s ships them as one multi-call binary with
-// per-plugin symlinks, which k3s does not wire up under
-// --flannel-backend=none. cp -L dereferences the symlinks; the multi-call
-// binary dispatches on its file name, so each copy behaves as its plugin.
-// One cp with fixed arguments (no shell) fails loudly if a plugin is
-// missing. The flannel image provides cp.
+// dir without a download. k3s ships them as one multi-call binary, /bin/cni,
+// with a relative symlink per plugin in /bin (k3s-io/k3s
+// scripts/package-cli@v1.35.5+k3s1; in k3d nodes the data archive is
+// unpacked at /, so no /var/lib/rancher/k3s/data/current/bin exists), and
+// k3s does not install them under --flannel-backend=none. The node's /bin
+// is mounted read-only at a path of its own, where the relative links still
+// resolve; cp -L copies the binary under each plugin's name, which it
+// dispatches on. One cp with fixed arguments (no shell) fails loudly if a
+// plugin is missing. The flannel image provides cp.
 func k3sPluginCopier(o Options) corev1.Container {
-	args := []string{"cp", "-fL"}
+	args := []string{"-fL"}
 	for _, p := range o.CNIPlugins {
-		args = append(args, path.Join(o.K3sCNIBinDir, p))
+		args = append(args, path.Join(k3sBinMount, p))
 	}
-	args = append(args, hostCNIBinMount+"/")
-	dataDir := k3sDataDir(o)
+	args = append(args, DefaultCNIBinDir+"/")
 	return corev1.Container{
 		Name:    "install-k3s-cni-plugins",
 		Image:   o.image(FlannelImage),
-		Command: args,
+		Command: []string{"cp"},
+		Args:    args,
 		VolumeMounts: []corev1.VolumeMount{
-			{Name: "k3s-data", MountPath: dataDir, ReadOnly: true},
-			{Name: "cni-plugin", MountPath: hostCNIBinMount},
+			{Name: "k3s-bin", MountPath: k3sBinMount, ReadOnly: true},
+			{Name: "cni-plugin", MountPath: DefaultCNIBinDir},
 		},
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}

@@ -19,6 +19,9 @@ const (
 	multusNamespace   = "kube-system"
 	multusHostCNIConf = "/host/etc/cni/net.d"
 	multusHostCNIBin  = "/host/opt/cni/bin"
+	// multusConfDir is where Multus looks for delegate configs named by
+	// a NetworkAttachmentDefinition without a spec.config.
+	multusConfDir = "/etc/cni/multus/net.d"
 )
 
 // multusDaemonConfig is the thick daemon's daemon-config.json. Paths are as
@@ -77,8 +80,10 @@ func multusObjects(o Options) ([]runtime.Object, error) {
 		ObjectMeta: meta(multusConfigMap, multusNamespace, labels),
 		Data:       map[string]string{"daemon-config.json": string(cfg)},
 	}
-	hostRun := corev1.MountPropagationHostToContainer
+	hostToContainer := corev1.MountPropagationHostToContainer
 	bidir := corev1.MountPropagationBidirectional
+	// Upstream limits the daemon to 50Mi, which is OOM-killed in practice
+	// (k8snetworkplumbingwg/multus-cni#1346, #1349).
 	res := corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
 		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: memLimit},
@@ -105,7 +110,7 @@ func multusObjects(o Options) ([]runtime.Object, error) {
 						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
 							corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("15Mi"),
 						}},
-						VolumeMounts:             []corev1.VolumeMount{{Name: "cnibin", MountPath: multusHostCNIBin}},
+						VolumeMounts:             []corev1.VolumeMount{{Name: "cnibin", MountPath: multusHostCNIBin, MountPropagation: ptr.To(bidir)}},
 						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 					}},
 					Containers: []corev1.Container{{
@@ -118,27 +123,42 @@ func multusObjects(o Options) ([]runtime.Object, error) {
 						Env:                      []corev1.EnvVar{nodeNameEnv("MULTUS_NODE_NAME")},
 						VolumeMounts: []corev1.VolumeMount{
 							{Name: "cni", MountPath: multusHostCNIConf},
-							{Name: "cnibin", MountPath: multusHostCNIBin},
+							// The daemon looks delegate plugins up in its
+							// own filesystem first, so the bin dir must sit
+							// where it sits on the node.
+							{Name: "cnibin", MountPath: DefaultCNIBinDir},
 							{Name: "host-run", MountPath: "/host/run"},
 							{Name: "host-var-lib-cni-multus", MountPath: "/var/lib/cni/multus"},
-							{Name: "host-var-lib-kubelet", MountPath: "/var/lib/kubelet", MountPropagation: ptr.To(hostRun)},
+							{Name: "host-var-lib-kubelet", MountPath: "/var/lib/kubelet", MountPropagation: ptr.To(hostToContainer)},
 							{Name: "host-run-k8s-cni-cncf-io", MountPath: "/run/k8s.cni.cncf.io"},
-							{Name: "host-run-netns", MountPath: "/run/netns", MountPropagation: ptr.To(hostRun)},
+							{Name: "host-run-netns", MountPath: "/run/netns", MountPropagation: ptr.To(hostToContainer)},
 							{Name: "multus-daemon-config", MountPath: "/etc/cni/net.d/multus.d", ReadOnly: true},
-							{Name: "hostroot", MountPath: "/hostroot", MountPropagation: ptr.To(bidir)},
+							{Name: "hostroot", MountPath: "/hostroot", MountPropagation: ptr.To(hostToContainer)},
+							{Name: "multus-conf-dir", MountPath: multusConfDir},
 						},
 					}},
 					TerminationGracePeriodSeconds: ptr.To[int64](10),
 					Volumes: []corev1.Volume{
 						hostPathVolume("cni", o.CNIConfDir, corev1.HostPathDirectoryOrCreate),
 						hostPathVolume("cnibin", o.CNIBinDir, corev1.HostPathDirectoryOrCreate),
+						// The socket dir: the shim, run by the node's
+						// containerd, dials /run/multus/multus.sock.
 						hostPathVolume("host-run", "/run", corev1.HostPathDirectory),
 						hostPathVolume("host-var-lib-cni-multus", "/var/lib/cni/multus", corev1.HostPathDirectoryOrCreate),
 						hostPathVolume("host-var-lib-kubelet", "/var/lib/kubelet", corev1.HostPathDirectory),
-						hostPathVolume("host-run-k8s-cni-cncf-io", "/run/k8s.cni.cncf.io", corev1.HostPathDirectoryOrCreate),
-						hostPathVolume("host-run-netns", "/run/netns", corev1.HostPathDirectoryOrCreate),
+						// k3d mounts /run and /var/run as two tmpfs
+						// (k3d-io/k3d pkg/types/defaults.go@v5.9.0):
+						// containerd opens pod netns and the device plugin
+						// writes device info under /var/run, so these two
+						// name /var/run where upstream (whose image links
+						// /var/run to /run) names /run. Inside the debian
+						// based Multus image /var/run is /run, so the mount
+						// points keep upstream's paths.
+						hostPathVolume("host-run-k8s-cni-cncf-io", "/var/run/k8s.cni.cncf.io", corev1.HostPathDirectoryOrCreate),
+						hostPathVolume("host-run-netns", "/var/run/netns", corev1.HostPathDirectoryOrCreate),
 						configMapVolume("multus-daemon-config", multusConfigMap, corev1.KeyToPath{Key: "daemon-config.json", Path: "daemon-config.json"}),
 						hostPathVolume("hostroot", "/", corev1.HostPathDirectory),
+						hostPathVolume("multus-conf-dir", multusConfDir, corev1.HostPathDirectoryOrCreate),
 					},
 				},
 			},

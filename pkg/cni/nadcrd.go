@@ -10,7 +10,9 @@ const (
 	nadPlural = "network-attachment-definitions"
 )
 
-// nadCRD defines NetworkAttachmentDefinition. apiextensions types are not a
+// nadCRD defines NetworkAttachmentDefinition as Multus ships it
+// (k8snetworkplumbingwg/multus-cni deployments/multus-daemonset-thick.yml@v4.3.0,
+// which added the "nad" short name). apiextensions types are not a
 // dependency of the module, so the CRD is built as unstructured from the
 // NAD specification (spec.config is the CNI config JSON string).
 func nadCRD() *unstructured.Unstructured {
@@ -41,7 +43,7 @@ func nadCRD() *unstructured.Unstructured {
 				"plural":     nadPlural,
 				"singular":   "network-attachment-definition",
 				"kind":       "NetworkAttachmentDefinition",
-				"shortNames": []any{"net-attach-def"},
+				"shortNames": []any{"nad", "net-attach-def"},
 			},
 			"versions": []any{map[string]any{
 				"name":    "v1",

@@ -12,74 +12,144 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// Objects returns every object the lane applies for o, in apply order:
-// namespaces, CRDs, RBAC, ConfigMaps, workloads, then custom resources. The
-// result is deterministic for the same o (and, for Calico, the same pinned
-// manifest). Calico fetches (or reads the cached/override) manifest, hence
-// the context.
-func Objects(ctx context.Context, o Options) ([]*unstructured.Unstructured, error) {
+// Component is one network component: the objects the lane applies for it
+// and the upstream files they follow, so a reviewer can diff the two.
+type Component struct {
+	// Name is short and file-name safe ("flannel", "multus", ...).
+	Name string
+	// Upstream names each followed file as "repo PATH@TAG".
+	Upstream []string
+	Objects  []*unstructured.Unstructured
+	// Pending are pinned manifests not fetched (Calico, offline): their
+	// objects are missing from Objects.
+	Pending []PendingFetch
+}
+
+// Upstream files the components follow.
+const (
+	FlannelUpstream      = "flannel-io/flannel Documentation/kube-flannel.yml@v0.28.9"
+	MultusUpstream       = "k8snetworkplumbingwg/multus-cni deployments/multus-daemonset-thick.yml@v4.3.0"
+	SRIOVCNIUpstream     = "k8snetworkplumbingwg/sriov-cni images/sriov-cni-daemonset.yaml@v2.10.0"
+	DevicePluginUpstream = "k8snetworkplumbingwg/sriov-network-device-plugin deployments/sriovdp-daemonset.yaml@v3.11.0"
+)
+
+// Components returns the lane's components for o, primary CNI first; each
+// component's objects are in apply order. The result is deterministic for
+// the same o (and, for Calico, the same pinned manifests). Calico reads its
+// manifests (override, cache or download), hence the context.
+func Components(ctx context.Context, o Options) ([]Component, error) {
 	o, err := o.withDefaults()
 	if err != nil {
 		return nil, fmt.Errorf("network component options: %w", err)
 	}
-	var typed []runtime.Object
-	var extra []*unstructured.Unstructured
+	var out []Component
+	typed := func(name string, upstream []string, objs []runtime.Object) error {
+		c := Component{Name: name, Upstream: upstream}
+		for _, t := range objs {
+			u, err := toUnstructured(t)
+			if err != nil {
+				return err
+			}
+			c.Objects = append(c.Objects, u)
+		}
+		out = append(out, c)
+		return nil
+	}
 	switch o.CNI {
 	case CNIFlannel:
 		f, err := flannelObjects(o)
 		if err != nil {
 			return nil, err
 		}
-		typed = append(typed, f...)
+		if err := typed("flannel", []string{FlannelUpstream}, f); err != nil {
+			return nil, err
+		}
 	case CNICalico:
-		c, err := calicoObjects(ctx, o)
+		objs, pending, err := calicoObjects(ctx, o)
 		if err != nil {
 			return nil, err
 		}
-		extra = append(extra, c...)
+		var up []string
+		for _, m := range o.Calico.Manifests {
+			up = append(up, "projectcalico/calico manifests/"+m.Name+"@"+CalicoVersion)
+		}
+		up = append(up, "projectcalico/calico manifests/custom-resources.yaml@"+CalicoVersion+" (Installation)")
+		out = append(out, Component{Name: "calico", Upstream: up, Objects: objs, Pending: pending})
 	}
 	m, err := multusObjects(o)
 	if err != nil {
 		return nil, err
 	}
-	typed = append(typed, m...)
-	typed = append(typed, sriovCNIObjects(o)...)
+	if err := typed("multus", []string{MultusUpstream}, m); err != nil {
+		return nil, err
+	}
+	if err := typed("sriov-cni", []string{SRIOVCNIUpstream}, sriovCNIObjects(o)); err != nil {
+		return nil, err
+	}
 	dp, err := devicePluginObjects(o)
 	if err != nil {
 		return nil, err
 	}
-	typed = append(typed, dp...)
+	if err := typed("sriov-device-plugin", []string{DevicePluginUpstream}, dp); err != nil {
+		return nil, err
+	}
+	if o.NetworkResourcesInjector.Enabled {
+		if err := typed(NRIName, slices.Clone(NRIUpstream), nriObjects(o)); err != nil {
+			return nil, err
+		}
+	}
 	if o.Smoke {
 		s, err := smokeObjects(o)
 		if err != nil {
 			return nil, err
 		}
-		typed = append(typed, s...)
-	}
-
-	out := make([]*unstructured.Unstructured, 0, len(typed)+len(extra))
-	for _, t := range typed {
-		u, err := toUnstructured(t)
-		if err != nil {
+		if err := typed("smoke", nil, s); err != nil {
 			return nil, err
 		}
-		out = append(out, u)
 	}
-	out = append(out, extra...)
-	for _, u := range out {
-		// Also marks upstream objects as the lane's, and gives every apply
-		// at least one field: an apply that owns no field leaves no
-		// managedFields entry, and the server then adds one on the next
-		// apply, which would change the resourceVersion.
-		l := u.GetLabels()
-		if l == nil {
-			l = map[string]string{}
+	for i := range out {
+		for _, u := range out[i].Objects {
+			// Also marks upstream objects as the lane's, and gives every
+			// apply at least one field: an apply that owns no field leaves
+			// no managedFields entry, and the server then adds one on the
+			// next apply, which would change the resourceVersion.
+			l := u.GetLabels()
+			if l == nil {
+				l = map[string]string{}
+			}
+			l[managedByLabel] = ManagedByLabelValue
+			u.SetLabels(l)
 		}
-		l[managedByLabel] = ManagedByLabelValue
-		u.SetLabels(l)
+		SortForApply(out[i].Objects)
 	}
-	SortForApply(out)
 	return out, nil
+}
+
+// Flatten joins the components' objects in apply order and collects what
+// they could not fetch.
+func Flatten(cs []Component) ([]*unstructured.Unstructured, []PendingFetch) {
+	var objs []*unstructured.Unstructured
+	var pending []PendingFetch
+	for _, c := range cs {
+		objs = append(objs, c.Objects...)
+		pending = append(pending, c.Pending...)
+	}
+	SortForApply(objs)
+	return objs, pending
+}
+
+// Objects returns every object the lane applies for o, in apply order:
+// namespaces, CRDs, RBAC, ConfigMaps, workloads, then custom resources.
+func Objects(ctx context.Context, o Options) ([]*unstructured.Unstructured, error) {
+	cs, err := Components(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	objs, pending := Flatten(cs)
+	if len(pending) > 0 {
+		return nil, fmt.Errorf("%s: %w", pending[0].URL, ErrNotCached)
+	}
+	return objs, nil
 }
 
 // kindOrder ranks kinds so that everything an object needs exists before
@@ -128,8 +198,9 @@ func SortForApply(objs []*unstructured.Unstructured) {
 }
 
 // toUnstructured converts a typed object, dropping the null fields the
-// typed structs cannot omit (creationTimestamp) and the empty status, so
-// `plan` shows only what the lane sets and apply claims only those fields.
+// typed structs cannot omit (creationTimestamp) and the status (the lane
+// never sets one; a DaemonSet's zero counters are not omitted), so `plan`
+// shows only what the lane sets and apply claims only those fields.
 func toUnstructured(obj runtime.Object) (*unstructured.Unstructured, error) {
 	if u, ok := obj.(*unstructured.Unstructured); ok {
 		return u, nil
@@ -139,9 +210,7 @@ func toUnstructured(obj runtime.Object) (*unstructured.Unstructured, error) {
 		return nil, fmt.Errorf("converting %T: %w", obj, err)
 	}
 	pruneNulls(m)
-	if st, ok := m["status"].(map[string]any); ok && len(st) == 0 {
-		delete(m, "status")
-	}
+	delete(m, "status")
 	u := &unstructured.Unstructured{Object: m}
 	if u.GetKind() == "" || u.GetAPIVersion() == "" {
 		return nil, fmt.Errorf("%T %s has no TypeMeta", obj, u.GetName())

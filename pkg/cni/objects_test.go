@@ -189,9 +189,17 @@ func TestPlanContents(t *testing.T) {
 	if !strings.Contains(fcm.Data["net-conf.json"], `"10.42.0.0/16"`) || !strings.Contains(fcm.Data["cni-conf.json"], `"portmap"`) {
 		t.Errorf("flannel config: %v", fcm.Data)
 	}
+	// The copier reads the node's /bin (where k3d nodes have k3s's
+	// plugins) through a read-only mount, dereferencing the links.
 	init0 := flannel.Spec.Template.Spec.InitContainers[0]
-	if init0.Command[0] != "cp" || !contains(init0.Command, "/var/lib/rancher/k3s/data/current/bin/portmap") {
-		t.Errorf("k3s plugin copier: %v", init0.Command)
+	if init0.Command[0] != "cp" || init0.Args[0] != "-fL" || !contains(init0.Args, "/host/bin/portmap") ||
+		init0.VolumeMounts[0].MountPath != "/host/bin" || !init0.VolumeMounts[0].ReadOnly {
+		t.Errorf("k3s plugin copier: %v %v %+v", init0.Command, init0.Args, init0.VolumeMounts)
+	}
+	for _, v := range flannel.Spec.Template.Spec.Volumes {
+		if v.Name == "k3s-bin" && v.HostPath.Path != "/bin" {
+			t.Errorf("k3s plugins read from %s, not the node's /bin", v.HostPath.Path)
+		}
 	}
 	var pod corev1.Pod
 	find(t, objs, "Pod", SmokePodName, &pod)

@@ -14,6 +14,13 @@ import (
 	"strings"
 )
 
+// IP families.
+const (
+	IPFamilyIPv4 = "ipv4"
+	IPFamilyIPv6 = "ipv6"
+	IPFamilyDual = "dual"
+)
+
 // Primary CNIs.
 const (
 	CNIFlannel = "flannel"
@@ -31,9 +38,10 @@ const (
 	DefaultNamespace      = "kube-system"
 	DefaultCNIConfDir     = "/etc/cni/net.d"
 	DefaultCNIBinDir      = "/opt/cni/bin"
-	DefaultK3sCNIBinDir   = "/var/lib/rancher/k3s/data/current/bin"
+	DefaultK3sBinDir      = "/bin"
 	DefaultFlannelCIDR    = "10.42.0.0/16"
 	DefaultCalicoCIDR     = "192.168.0.0/16"
+	DefaultClusterCIDRv6  = "fd00:10:42::/56"
 	DefaultMultusMemLimit = "512Mi"
 	DevicePluginConfigMap = "sriovdp-config"
 	DevicePluginConfigKey = "config.json"
@@ -75,17 +83,24 @@ type Options struct {
 	// Namespace of sriov-cni, the device plugin and its ConfigMap
 	// (default kube-system).
 	Namespace string
-	// ClusterCIDR is the pod network (default 10.42.0.0/16 for flannel, the
-	// k3s default; 192.168.0.0/16 for calico).
+	// ClusterCIDR is the IPv4 pod network (default 10.42.0.0/16 for
+	// flannel, the k3s default; 192.168.0.0/16 for calico). Unused for
+	// IPFamily ipv6.
 	ClusterCIDR string
+	// IPFamily is "ipv4" (default), "ipv6" or "dual".
+	IPFamily string
+	// ClusterCIDRv6 is the IPv6 pod network for IPFamily ipv6 and dual
+	// (default DefaultClusterCIDRv6).
+	ClusterCIDRv6 string
 	// CNIConfDir and CNIBinDir are the node's CNI dirs; with k3s
 	// --flannel-backend=none containerd's defaults /etc/cni/net.d and
 	// /opt/cni/bin apply.
 	CNIConfDir string
 	CNIBinDir  string
-	// K3sCNIBinDir is where k3s ships its CNI plugins on each node.
-	K3sCNIBinDir string
-	// CNIPlugins are copied from K3sCNIBinDir into CNIBinDir (flannel mode).
+	// K3sBinDir is where k3s ships its CNI plugins on each node: the
+	// image's /bin (default), where k3d nodes unpack k3s's data archive.
+	K3sBinDir string
+	// CNIPlugins are copied from K3sBinDir into CNIBinDir (flannel mode).
 	CNIPlugins []string
 	// MultusMemoryLimit is the Multus daemon's memory limit (default 512Mi;
 	// upstream's 50Mi is OOM-killed, multus-cni#1346).
@@ -96,19 +111,26 @@ type Options struct {
 	SmokeNamespace string
 	// Calico settings (CNI "calico").
 	Calico CalicoOptions
+	// NetworkResourcesInjector deploys network-resources-injector (off by
+	// default; see nri.go).
+	NetworkResourcesInjector NRIOptions
 }
 
-// CalicoOptions locate the Tigera operator manifest.
+// CalicoOptions locate the pinned Calico manifests.
 type CalicoOptions struct {
-	// ManifestFile, when set, is read instead of downloading (air-gapped
-	// hosts). It is still verified against SHA256.
-	ManifestFile string
-	// CacheDir caches the verified download. Empty disables caching.
+	// ManifestDir, when set, holds the release's manifests under their
+	// upstream names (air-gapped hosts); they are read instead of
+	// downloaded, and still verified against their pinned digests.
+	ManifestDir string
+	// CacheDir caches verified downloads. Empty disables caching.
 	CacheDir string
-	// URL and SHA256 default to CalicoOperatorManifestURL and
-	// CalicoOperatorManifestSHA256.
-	URL    string
-	SHA256 string
+	// BaseURL and Manifests default to CalicoManifestBaseURL and
+	// CalicoManifests.
+	BaseURL   string
+	Manifests []ManifestRef
+	// Offline never downloads: a manifest with no local copy is reported
+	// as pending (plan on a machine without network).
+	Offline bool
 	// HTTPClient defaults to a client with a 2-minute timeout.
 	HTTPClient *http.Client
 }
@@ -137,8 +159,8 @@ func (o Options) withDefaults() (Options, error) {
 	if o.CNIBinDir == "" {
 		o.CNIBinDir = DefaultCNIBinDir
 	}
-	if o.K3sCNIBinDir == "" {
-		o.K3sCNIBinDir = DefaultK3sCNIBinDir
+	if o.K3sBinDir == "" {
+		o.K3sBinDir = DefaultK3sBinDir
 	}
 	if len(o.CNIPlugins) == 0 {
 		o.CNIPlugins = slices.Clone(defaultCNIPlugins)
@@ -149,11 +171,11 @@ func (o Options) withDefaults() (Options, error) {
 	if o.MultusMemoryLimit == "" {
 		o.MultusMemoryLimit = DefaultMultusMemLimit
 	}
-	if o.Calico.URL == "" {
-		o.Calico.URL = CalicoOperatorManifestURL
+	if o.Calico.BaseURL == "" {
+		o.Calico.BaseURL = CalicoManifestBaseURL
 	}
-	if o.Calico.SHA256 == "" {
-		o.Calico.SHA256 = CalicoOperatorManifestSHA256
+	if len(o.Calico.Manifests) == 0 {
+		o.Calico.Manifests = slices.Clone(CalicoManifests)
 	}
 	switch o.CNI {
 	case CNIFlannel:
@@ -167,8 +189,24 @@ func (o Options) withDefaults() (Options, error) {
 	default:
 		return o, fmt.Errorf("cni %q: want %q or %q", o.CNI, CNIFlannel, CNICalico)
 	}
-	if _, err := netip.ParsePrefix(o.ClusterCIDR); err != nil {
-		return o, fmt.Errorf("cluster CIDR %q: %w", o.ClusterCIDR, err)
+	if p, err := netip.ParsePrefix(o.ClusterCIDR); err != nil || !p.Addr().Is4() {
+		return o, fmt.Errorf("cluster CIDR %q: an IPv4 prefix is required (%v)", o.ClusterCIDR, err)
+	}
+	if o.IPFamily == "" {
+		o.IPFamily = IPFamilyIPv4
+	}
+	switch o.IPFamily {
+	case IPFamilyIPv4:
+		o.ClusterCIDRv6 = ""
+	case IPFamilyIPv6, IPFamilyDual:
+		if o.ClusterCIDRv6 == "" {
+			o.ClusterCIDRv6 = DefaultClusterCIDRv6
+		}
+		if p, err := netip.ParsePrefix(o.ClusterCIDRv6); err != nil || !p.Addr().Is6() || p.Addr().Is4In6() {
+			return o, fmt.Errorf("IPv6 cluster CIDR %q: an IPv6 prefix is required (%v)", o.ClusterCIDRv6, err)
+		}
+	default:
+		return o, fmt.Errorf("IP family %q: want %q, %q or %q", o.IPFamily, IPFamilyIPv4, IPFamilyIPv6, IPFamilyDual)
 	}
 	if o.VFDriver != VFDriverVFIO && o.VFDriver != VFDriverNetdevice {
 		return o, fmt.Errorf("VF driver %q: want %q or %q", o.VFDriver, VFDriverVFIO, VFDriverNetdevice)

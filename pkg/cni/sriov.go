@@ -14,15 +14,16 @@ const (
 	devicePluginSA        = "sriov-device-plugin"
 )
 
-func smallResources() corev1.ResourceRequirements {
+func resources(reqCPU, reqMem, limCPU, limMem string) corev1.ResourceRequirements {
 	return corev1.ResourceRequirements{
-		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("50Mi")},
-		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m"), corev1.ResourceMemory: resource.MustParse("200Mi")},
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(reqCPU), corev1.ResourceMemory: resource.MustParse(reqMem)},
+		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(limCPU), corev1.ResourceMemory: resource.MustParse(limMem)},
 	}
 }
 
 // sriovCNIObjects is the DaemonSet whose image copies the sriov CNI binary
-// into the node's CNI bin dir and then idles.
+// into the node's CNI bin dir and then idles (the image's entrypoint:
+// k8snetworkplumbingwg/sriov-cni images/entrypoint.sh@v2.10.0).
 func sriovCNIObjects(o Options) []runtime.Object {
 	labels := map[string]string{"app": "sriov-cni", "tier": "node"}
 	ds := &appsv1.DaemonSet{
@@ -45,7 +46,7 @@ func sriovCNIObjects(o Options) []runtime.Object {
 							ReadOnlyRootFilesystem:   ptr.To(true),
 							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 						},
-						Resources:    smallResources(),
+						Resources:    resources("100m", "50Mi", "100m", "50Mi"),
 						VolumeMounts: []corev1.VolumeMount{{Name: "cnibin", MountPath: "/host/opt/cni/bin"}},
 					}},
 					Volumes: []corev1.Volume{hostPathVolume("cnibin", o.CNIBinDir, corev1.HostPathDirectoryOrCreate)},
@@ -87,6 +88,9 @@ func devicePluginObjects(o Options) ([]runtime.Object, error) {
 					Containers: []corev1.Container{{
 						Name:  "kube-sriovdp",
 						Image: o.image(DevicePluginImage),
+						// Options of the image's entrypoint, which passes
+						// them on to sriovdp as glog and plugin flags
+						// (images/entrypoint.sh@v3.11.0); "=" is required.
 						Args: []string{
 							"--log-dir=sriovdp",
 							"--log-level=10",
@@ -95,7 +99,7 @@ func devicePluginObjects(o Options) ([]runtime.Object, error) {
 						},
 						Env:             []corev1.EnvVar{nodeNameEnv("NODE_NAME")},
 						SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
-						Resources:       smallResources(),
+						Resources:       resources("250m", "40Mi", "1", "200Mi"),
 						VolumeMounts: []corev1.VolumeMount{
 							{Name: "devicesock", MountPath: "/var/lib/kubelet/device-plugins"},
 							{Name: "plugins-registry", MountPath: "/var/lib/kubelet/plugins_registry"},

@@ -85,61 +85,22 @@ func (n nsName) String() string { return n.ns + "/" + n.name }
 // controller observed its generation and every desired pod is updated and
 // available (kubectl rollout status semantics).
 func WaitDaemonSets(ctx context.Context, cs kubernetes.Interface, objs []*unstructured.Unstructured) error {
-	var want []nsName
-	for _, u := range objs {
-		if u.GetKind() == "DaemonSet" && u.GroupVersionKind().Group == "apps" {
-			want = append(want, nsName{u.GetNamespace(), u.GetName()})
-		}
-	}
-	if len(want) == 0 {
-		return nil
-	}
-	pending := map[nsName]string{}
-	lw := listWatch(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-		return cs.AppsV1().DaemonSets(metav1.NamespaceAll).List(ctx, o)
-	}, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-		return cs.AppsV1().DaemonSets(metav1.NamespaceAll).Watch(ctx, o)
-	})
-	err := watchUntil(ctx, lw, &appsv1.DaemonSet{}, func(items []any) (bool, error) {
-		have := map[nsName]*appsv1.DaemonSet{}
-		for _, o := range items {
-			ds := o.(*appsv1.DaemonSet)
-			have[nsName{ds.Namespace, ds.Name}] = ds
-		}
-		clear(pending)
-		for _, k := range want {
-			if why := daemonSetPending(have[k]); why != "" {
-				pending[k] = why
-			}
-		}
-		return len(pending) == 0, nil
-	})
-	if err == nil {
-		return nil
-	}
-	dctx, cancel := diagnoseContext(ctx)
-	defer cancel()
-	keys := make([]nsName, 0, len(pending))
-	for k := range pending {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
-	var b strings.Builder
-	fmt.Fprintf(&b, "waiting for %d DaemonSets to roll out: %v\n", len(want), err)
-	for _, k := range keys {
-		fmt.Fprintf(&b, "daemonset %s: %s\n", k, pending[k])
-		writeEvents(dctx, &b, cs, "DaemonSet", k.ns, k.name, "  ")
-		ds, gerr := cs.AppsV1().DaemonSets(k.ns).Get(dctx, k.name, metav1.GetOptions{})
-		if gerr != nil || ds.Spec.Selector == nil {
-			continue
-		}
-		sel, serr := metav1.LabelSelectorAsSelector(ds.Spec.Selector)
-		if serr != nil {
-			continue
-		}
-		writeUnreadyPods(dctx, &b, cs, k.ns, metav1.ListOptions{LabelSelector: sel.String()}, "  ")
-	}
-	return errors.New(strings.TrimRight(b.String(), "\n"))
+	return waitRollout(ctx, cs, workload[*appsv1.DaemonSet]{
+		kind:    "DaemonSet",
+		example: &appsv1.DaemonSet{},
+		list: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return cs.AppsV1().DaemonSets(metav1.NamespaceAll).List(ctx, o)
+		},
+		watch: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return cs.AppsV1().DaemonSets(metav1.NamespaceAll).Watch(ctx, o)
+		},
+		get: func(ctx context.Context, ns, name string) (*appsv1.DaemonSet, error) {
+			return cs.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
+		},
+		key:      func(d *appsv1.DaemonSet) nsName { return nsName{d.Namespace, d.Name} },
+		selector: func(d *appsv1.DaemonSet) *metav1.LabelSelector { return d.Spec.Selector },
+		pending:  daemonSetPending,
+	}, objs)
 }
 
 // daemonSetPending says why ds has not rolled out, or "" when it has.

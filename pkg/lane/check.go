@@ -68,10 +68,11 @@ func (c *Checker) Run(ctx context.Context) []CheckResult {
 	if os.Geteuid() == 0 {
 		add("root", Pass, "running as root", "")
 	} else {
-		add("root", Fail, fmt.Sprintf("running as uid %d", os.Geteuid()), "moving PFs and writing sysfs need root: use sudo")
+		add("root", Fail, fmt.Sprintf("running as uid %d", os.Geteuid()), "moving PFs and writing sysfs need root: run it as root")
 	}
 
 	c.checkDocker(ctx, add)
+	checkCgroup(provider.HostCgroupRoot, add)
 	c.checkSysfs(add)
 	c.checkPFs(ctx, add)
 
@@ -98,6 +99,14 @@ func (c *Checker) Run(ctx context.Context) []CheckResult {
 		add("iommu", Fail, "no IOMMU groups under "+filepath.Join(l.SysfsRoot, "kernel/iommu_groups"), "enable VT-d/AMD-Vi in firmware and boot with intel_iommu=on iommu=pt")
 	} else {
 		add("iommu", Warn, "no IOMMU groups", "only needed for vfio-pci VFs")
+	}
+
+	if l.IPFamily == config.IPFamilyIPv6 || l.IPFamily == config.IPFamilyDual {
+		if why := provider.HostIPv6("/proc"); why != "" {
+			add("ip-family", Fail, "ipFamily "+l.IPFamily+": "+why+", so Docker cannot give the lane's network IPv6", "enable IPv6 on the host, or use --ip-family ipv4")
+		} else {
+			add("ip-family", Pass, "ipFamily "+l.IPFamily+": host kernel has IPv6", "")
+		}
 	}
 
 	c.checkPort(add, "api-port", "127.0.0.1", l.APIPort, "--api-port (HOST_PORT)")
@@ -154,6 +163,22 @@ func (c *Checker) checkDocker(ctx context.Context, add func(string, CheckStatus,
 	}
 }
 
+// checkCgroup reports the host's cgroup version. v1 is no failure, up
+// handles it; it is a warning because kubelet has deprecated it and refuses
+// it unless told not to.
+func checkCgroup(root string, add func(string, CheckStatus, string, string)) {
+	mode, err := provider.DetectCgroup(root)
+	switch {
+	case err != nil:
+		add("cgroup", Warn, err.Error(), "kubelet >= 1.35 refuses cgroup v1 by default; up passes it fail-cgroupv1=false only on a host it knows is v1")
+	case mode.V1():
+		add("cgroup", Warn, mode.Describe()+": up passes kubelet fail-cgroupv1=false to every node",
+			"kubelet >= 1.35 refuses cgroup v1 unless told otherwise and will drop it; boot with systemd.unified_cgroup_hierarchy=1 for cgroup v2")
+	default:
+		add("cgroup", Pass, mode.Describe(), "")
+	}
+}
+
 func (c *Checker) checkSysfs(add func(string, CheckStatus, string, string)) {
 	root := c.Lane.SysfsRoot
 	devs := filepath.Join(root, "bus/pci/devices")
@@ -194,7 +219,9 @@ func (c *Checker) checkPFs(ctx context.Context, add func(string, CheckStatus, st
 		add("pf "+pf.Name, st, msg, "")
 	}
 	for _, pf := range rep.Excluded {
-		add("pf "+pf.Name, Warn, fmt.Sprintf("%s (%s) not chosen: %s", pf.Name, pf.PCI, pf.Note), "list it in pfs.include to use it anyway")
+		// The reason says what would take it: an include list does not
+		// override pfs.exclude, and a glob never takes a PF the host uses.
+		add("pf "+pf.Name, Warn, fmt.Sprintf("%s (%s) not chosen: %s", pf.Name, pf.PCI, pf.Note), "")
 	}
 	msg := fmt.Sprintf("%d usable SR-IOV PFs, need %d (agents %d x pfsPerNode %d)", usable, need, l.Agents, l.PFsPerNode)
 	if small := len(rep.Usable) - usable; small > 0 {

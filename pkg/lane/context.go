@@ -1,6 +1,8 @@
 package lane
 
 import (
+	"errors"
+	"fmt"
 	"io"
 	"path/filepath"
 
@@ -30,10 +32,14 @@ type Context struct {
 	KubevirtciDir string
 	// AfterStep runs after each successful step (crash tests stop here).
 	AfterStep func(step string)
+	// Retain keeps what a failed up made (--retain), down to what a failed
+	// k3d create leaves.
+	Retain bool
 
 	// Filled in by the steps.
 	Leased     []sriov.PF
 	Agents     []provider.Node
+	Pins       map[string]sriov.PinnedTarget // by agent name
 	Placements []Placement
 	Kubeconfig string
 	Rest       *rest.Config
@@ -57,7 +63,7 @@ func (c *Context) Undoers() journal.Undoers {
 // undoers reverses everything the lane journals; force lets PFs return to
 // the current netns even if they were taken from another.
 func undoers(l *config.Lane, cli *client.Client, p *provider.Provider, force bool) journal.Undoers {
-	return sriov.Undoers(sriov.Deps{Sysfs: sriov.Sysfs{Root: l.SysfsRoot}, Docker: cli, Force: force}).
+	return sriov.Undoers(sriov.Deps{Sysfs: sriov.Sysfs{Root: l.SysfsRoot}, Docker: cli, Force: force, VFIODir: l.VFIODir}).
 		Merge(provider.Undoers(p), laneUndoers())
 }
 
@@ -66,6 +72,31 @@ func (c *Context) finish() {
 	if err := c.Journal.Remove(); err == nil {
 		removeLaneDir(c.Lane)
 	}
+}
+
+// openLane locks an existing lane's journal and connects to Docker: what
+// down and repair start from. The returned func releases both.
+func openLane(l *config.Lane, out io.Writer, verbose bool) (*Context, func(), error) {
+	j, err := journal.Open(JournalPath(l))
+	if err != nil {
+		if errors.Is(err, journal.ErrBusy) {
+			return nil, nil, fmt.Errorf("lane %s: %w (is another sriov-lane up, down or repair running on it? an up stopped with Ctrl-C undoes itself)", l.Name, err)
+		}
+		return nil, nil, err
+	}
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		j.Close()
+		return nil, nil, fmt.Errorf("connecting to Docker: %w", err)
+	}
+	c := &Context{Lane: l, Journal: j, Status: NewStatus(out, verbose), Docker: cli, Provider: provider.NewWithClient(cli), Out: out}
+	return c, func() { cli.Close(); j.Close() }, nil
+}
+
+// PinPath is where the netns of a lane's agent is pinned for the lane's
+// life.
+func PinPath(l *config.Lane, agent string) string {
+	return filepath.Join(l.LaneDir(), "netns", agent)
 }
 
 // JournalPath is where a lane's journal lives.

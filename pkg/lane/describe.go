@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/docker/docker/client"
-	"github.com/vishvananda/netlink"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -23,11 +22,15 @@ import (
 
 // LaneStatus is what `status --name N` reports.
 type LaneStatus struct {
-	Name    string       `json:"name"`
-	Pending int          `json:"pendingJournalEntries"`
-	Nodes   []NodeStatus `json:"nodes"`
-	PFs     []PFStatus   `json:"pfs"`
-	Notes   []string     `json:"notes,omitempty"`
+	Name string `json:"name"`
+	// Health is "healthy", or "degraded" when a PF is not where up put it
+	// (Problems say why and what to do).
+	Health   string       `json:"health"`
+	Problems []string     `json:"problems,omitempty"`
+	Pending  int          `json:"pendingJournalEntries"`
+	Nodes    []NodeStatus `json:"nodes"`
+	PFs      []PFStatus   `json:"pfs"`
+	Notes    []string     `json:"notes,omitempty"`
 }
 
 // NodeStatus is one node container and what the API says of it.
@@ -101,17 +104,52 @@ func Describe(ctx context.Context, l *config.Lane) (*LaneStatus, error) {
 		}
 		ps.NumVFs, _ = sys.ReadInt(pl.PF.PCI, "sriov_numvfs")
 		ps.VFDrivers = vfDrivers(sys, pl.PF.PCI)
-		for _, n := range nodes {
-			if link := findByMAC(ctx, n, pl.PF.MAC); link != nil {
-				ps.Node, ps.NameInNode, ps.State = n.Name, link.Attrs().Name, link.Attrs().OperState.String()
-			}
-		}
-		if ps.Node == "" {
-			ps.State = "not in any node"
+		if problem := locatePF(ctx, l, cli, nodes, pl, &ps); problem != "" {
+			st.Problems = append(st.Problems, problem)
 		}
 		st.PFs = append(st.PFs, ps)
 	}
+	st.Health = "healthy"
+	if len(st.Problems) > 0 {
+		st.Health = "degraded"
+	}
 	return st, nil
+}
+
+// locatePF fills in where the PF is and returns what is wrong, if anything:
+// a PF up put into an agent must be in that agent's current netns.
+func locatePF(ctx context.Context, l *config.Lane, cli *client.Client, nodes []provider.Node, pl Placement, ps *PFStatus) string {
+	ps.Node = pl.Node
+	var agent *provider.Node
+	for i := range nodes {
+		if nodes[i].Name == pl.Node {
+			agent = &nodes[i]
+		}
+	}
+	if agent == nil {
+		ps.State = "agent gone"
+		return fmt.Sprintf("%s: agent %s is gone (container removed); its PF waits in the pinned netns: run 'sriov-lane down --name %s'", pl.PF, pl.Node, l.Name)
+	}
+	w, err := sriov.Locate(ctx, sriov.ContainerTarget{ID: agent.ContainerID, Name: agent.Name, Docker: cli},
+		sriov.PinnedTarget{Path: PinPath(l, pl.Node), Name: pl.Node}, pl.PF.MAC)
+	if err != nil {
+		ps.State = "unknown"
+		return fmt.Sprintf("%s: cannot tell where it is: %v", pl.PF, err)
+	}
+	ps.NameInNode, ps.State = w.Name, w.State
+	switch {
+	case w.InAgent:
+		return ""
+	case w.AgentDown:
+		ps.State = "agent not running"
+		return fmt.Sprintf("%s: agent %s is not running; start it (docker start %s), then run 'sriov-lane repair --name %s'", pl.PF, pl.Node, pl.Node, l.Name)
+	case w.InPin && w.AgentMoved:
+		ps.State = "in old netns"
+		return fmt.Sprintf("%s: agent %s restarted into a new network namespace and its PF stayed in the old (pinned) one: run 'sriov-lane repair --name %s'", pl.PF, pl.Node, l.Name)
+	default:
+		ps.State = "missing"
+		return fmt.Sprintf("%s: not in agent %s nor in its pinned netns: run 'sriov-lane down --name %s' (it finds PFs wherever they went)", pl.PF, pl.Node, l.Name)
+	}
 }
 
 func clientsetFor(l *config.Lane) kubernetes.Interface {
@@ -128,29 +166,6 @@ func clientsetFor(l *config.Lane) kubernetes.Interface {
 		return nil
 	}
 	return cs
-}
-
-func findByMAC(ctx context.Context, n provider.Node, mac string) netlink.Link {
-	h, err := n.Netns(ctx)
-	if err != nil {
-		return nil
-	}
-	defer h.Close()
-	nh, err := netlink.NewHandleAt(h)
-	if err != nil {
-		return nil
-	}
-	defer nh.Close()
-	links, err := nh.LinkList()
-	if err != nil {
-		return nil
-	}
-	for _, link := range links {
-		if strings.EqualFold(link.Attrs().HardwareAddr.String(), mac) {
-			return link
-		}
-	}
-	return nil
 }
 
 func vfDrivers(sys sriov.Sysfs, pci string) map[string]int {
@@ -180,7 +195,7 @@ func shortID(id string) string {
 // FormatStatus renders a lane status for people.
 func FormatStatus(st *LaneStatus) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "lane %s (%d pending journal entries)\n", st.Name, st.Pending)
+	fmt.Fprintf(&b, "lane %s: %s (%d pending journal entries)\n", st.Name, st.Health, st.Pending)
 	fmt.Fprintf(&b, "NODE\tROLE\tCONTAINER\tREADY\tALLOCATABLE\n")
 	for _, n := range st.Nodes {
 		fmt.Fprintf(&b, "%s\t%s\t%s\t%s\t%s\n", n.Name, n.Role, n.Container, n.Ready, n.Allocatable)
@@ -196,6 +211,9 @@ func FormatStatus(st *LaneStatus) string {
 	}
 	for _, n := range st.Notes {
 		fmt.Fprintf(&b, "note: %s\n", n)
+	}
+	for _, p := range st.Problems {
+		fmt.Fprintf(&b, "degraded: %s\n", p)
 	}
 	return b.String()
 }

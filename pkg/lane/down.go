@@ -10,11 +10,8 @@ import (
 	"sort"
 	"time"
 
-	"github.com/docker/docker/client"
-
 	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
 	"github.com/sriov-lane/sriov-lane/pkg/lane/journal"
-	"github.com/sriov-lane/sriov-lane/pkg/provider"
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
 )
 
@@ -69,21 +66,12 @@ func Down(ctx context.Context, l *config.Lane, opts DownOptions) (DownReport, er
 		rep.NothingToDo = true
 		return rep, nil
 	}
-	j, err := journal.Open(JournalPath(l))
+	c, closeLane, err := openLane(l, opts.Out, opts.Verbose)
 	if err != nil {
-		if errors.Is(err, journal.ErrBusy) {
-			return rep, fmt.Errorf("lane %s: %w (is 'sriov-lane up' still running? stop it with Ctrl-C and it undoes itself)", l.Name, err)
-		}
 		return rep, err
 	}
-	defer j.Close()
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-	if err != nil {
-		return rep, fmt.Errorf("connecting to Docker: %w", err)
-	}
-	defer cli.Close()
-	status := NewStatus(opts.Out, opts.Verbose)
-	c := &Context{Lane: l, Journal: j, Status: status, Docker: cli, Provider: provider.NewWithClient(cli), Out: opts.Out}
+	defer closeLane()
+	j, cli, status := c.Journal, c.Docker, c.Status
 
 	if len(l.Hooks.PreDown) > 0 {
 		kc := KubeconfigPath(l)
@@ -93,6 +81,21 @@ func Down(ctx context.Context, l *config.Lane, opts DownOptions) (DownReport, er
 		if err != nil {
 			// A failing hook must not keep NICs away from the host.
 			status.Infof("%v; tearing down anyway", err)
+		}
+	}
+
+	if hasPending(j, sriov.OpPin) {
+		// Quiesce: a VM still running in an agent holds its VF's VFIO group,
+		// and the kernel blocks unbinding it until QEMU lets go. Stopping
+		// the agents ends every such holder; their netns are pinned, so the
+		// PFs and VF netdevs in them stay reachable.
+		status.Start("stop agents")
+		err := c.Provider.StopAgents(ctx, l.ClusterName())
+		status.End(err)
+		if err != nil {
+			// Not fatal: each VF undo still waits for its holders, bounded,
+			// and names them.
+			status.Infof("%v; going on", err)
 		}
 	}
 
@@ -118,6 +121,17 @@ func Down(ctx context.Context, l *config.Lane, opts DownOptions) (DownReport, er
 	}
 	c.finish()
 	return rep, nil
+}
+
+// hasPending reports whether the journal holds an operation of kind op
+// not yet undone.
+func hasPending(j *journal.Journal, op string) bool {
+	for _, e := range j.Pending() {
+		if e.Op == op {
+			return true
+		}
+	}
+	return false
 }
 
 // PlacementsFromJournal reconstructs where each PF went from the journal.

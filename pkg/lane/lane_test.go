@@ -21,7 +21,10 @@ func TestKubevirtciProviderConfigIsSafeToSource(t *testing.T) {
 	body := kubevirtciProviderConfig(l, kc, "/k/.kubectl")
 	script := filepath.Join(dir, "p.sh")
 	os.WriteFile(script, []byte(body), 0o644)
-	out, err := exec.Command("bash", "-c", `cd "$1" && . ./p.sh && printf '%s|%s|%s|%s' "$kubeconfig" "$kubectl" "$docker_prefix" "$manifest_docker_prefix"`, "_", dir).CombinedOutput()
+	cmd := exec.Command("bash", "-c", `cd "$1" && . ./p.sh && printf '%s|%s|%s|%s' "$kubeconfig" "$kubectl" "$docker_prefix" "$manifest_docker_prefix"`, "_", dir)
+	// A DOCKER_PREFIX in the caller's environment would override the file's.
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}

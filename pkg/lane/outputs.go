@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,10 +13,14 @@ import (
 
 	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
 	"github.com/sriov-lane/sriov-lane/pkg/lane/journal"
+	"github.com/sriov-lane/sriov-lane/pkg/provider"
 )
 
+// kubevirtciRef pins the kubevirtci sources the kubevirtci outputs follow.
+const kubevirtciRef = "kubevirt/kubevirtci@39bd4947ba4de7f7676ad30cd2df51e7c60efb1b"
+
 // stepOutputs writes what kubevirtci's cluster-up expects when asked:
-// .kubeconfig, .kubectl and config-provider-<name>.sh.
+// .kubeconfig, .kubectl and config-provider-<provider>.sh.
 func stepOutputs(ctx context.Context, c *Context) error {
 	if c.KubevirtciDir == "" {
 		return nil
@@ -24,8 +29,12 @@ func stepOutputs(ctx context.Context, c *Context) error {
 	if err != nil {
 		return err
 	}
+	name, err := kubevirtciProviderName(dir)
+	if err != nil {
+		return err
+	}
 	kc, kubectl := filepath.Join(dir, ".kubeconfig"), filepath.Join(dir, ".kubectl")
-	provider := filepath.Join(dir, "config-provider-"+c.Lane.Name+".sh")
+	provider := filepath.Join(dir, "config-provider-"+name+".sh")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -34,8 +43,17 @@ func stepOutputs(ctx context.Context, c *Context) error {
 	}); err != nil {
 		return err
 	}
-	if err := writeOutsideFile(c, kubectl, func(p string) error {
+	// k3s's multi-call binary is kubectl only when run under that very name;
+	// kubevirtci runs it as .kubectl. The binary goes into the lane dir
+	// (removed with the lane) and .kubectl is a wrapper that runs it.
+	bin := filepath.Join(c.Lane.LaneDir(), "bin", "kubectl")
+	if err := writeOutsideFile(c, bin, func(p string) error {
 		return c.Provider.CopyKubectl(ctx, c.Lane.ClusterName(), p)
+	}); err != nil {
+		return err
+	}
+	if err := writeOutsideFile(c, kubectl, func(p string) error {
+		return writeExecutable(p, kubectlWrapper(bin))
 	}); err != nil {
 		return err
 	}
@@ -47,18 +65,91 @@ func stepOutputs(ctx context.Context, c *Context) error {
 	})
 }
 
+// kubevirtciProviderName is the provider the --kubevirtci directory belongs
+// to. kubevirtci keeps a provider's files in
+// ${KUBEVIRTCI_CONFIG_PATH}/${KUBEVIRT_PROVIDER}/ and its hack/config.sh
+// sources config-provider-${KUBEVIRT_PROVIDER}.sh from there
+// (kubevirt/kubevirtci cluster-up/hack/config.sh, cluster-up/hack/common.sh
+// at kubevirtciRef), so the directory's last element is the provider name.
+func kubevirtciProviderName(dir string) (string, error) {
+	name := filepath.Base(filepath.Clean(dir))
+	if name == "" || name == "." || name == ".." || name == string(filepath.Separator) {
+		return "", fmt.Errorf("--kubevirtci %q: want kubevirtci's per-provider directory, ${KUBEVIRTCI_CONFIG_PATH}/${KUBEVIRT_PROVIDER}", dir)
+	}
+	return name, nil
+}
+
+// CheckKubevirtciDir refuses a --kubevirtci directory that names no
+// provider, before up changes anything.
+func CheckKubevirtciDir(dir string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	_, err = kubevirtciProviderName(abs)
+	return err
+}
+
+// kubectlWrapper is the .kubectl kubevirtci runs: it starts bin (a file
+// named kubectl) with the caller's arguments.
+func kubectlWrapper(bin string) string {
+	return "#!/bin/sh\n" +
+		"# written by sriov-lane: k3s's multi-call binary acts as kubectl only under that name\n" +
+		"exec " + shellQuote(bin) + ` "$@"` + "\n"
+}
+
+func writeExecutable(p, body string) error {
+	if err := os.WriteFile(p, []byte(body), 0o755); err != nil {
+		return fmt.Errorf("writing %s: %w", p, err)
+	}
+	// WriteFile keeps the mode of a file it replaces, and umask applies.
+	if err := os.Chmod(p, 0o755); err != nil {
+		return fmt.Errorf("writing %s: %w", p, err)
+	}
+	return nil
+}
+
+// kubevirtciProviderConfig is config-provider-<provider>.sh. hack/config.sh
+// unsets, then exports, docker_prefix, master_ip, network_provider,
+// kubeconfig and manifest_docker_prefix; the kind providers also write
+// kubectl (kubevirt/kubevirtci cluster-up/hack/config.sh and
+// cluster-up/cluster/kind/common.sh prepare_config at kubevirtciRef). As
+// theirs do, the file leaves DOCKER_PREFIX to override both image prefixes
+// when it is sourced. Every value is quoted: the file is shell.
 func kubevirtciProviderConfig(l *config.Lane, kubeconfig, kubectl string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# written by sriov-lane for lane %s\n", l.Name)
-	fmt.Fprintf(&b, "master_ip=%s\n", "127.0.0.1")
+	fmt.Fprintf(&b, "# written by sriov-lane for lane %s; kubevirtci's hack/config.sh sources it (%s)\n", l.Name, kubevirtciRef)
+	b.WriteString("master_ip=127.0.0.1\n")
 	fmt.Fprintf(&b, "kubeconfig=%s\n", shellQuote(kubeconfig))
 	fmt.Fprintf(&b, "kubectl=%s\n", shellQuote(kubectl))
+	push, manifest := "kubevirt", "kubevirt"
 	if l.RegistryEnabled() {
-		_, port, _ := strings.Cut(l.Registry.Address, ":")
-		fmt.Fprintf(&b, "docker_prefix=localhost:%s/kubevirt\n", port)
-		fmt.Fprintf(&b, "manifest_docker_prefix=registry:5000/kubevirt\n")
+		// Pushed to from the host; pulled by nodes under the registry's alias
+		// on the cluster network.
+		push = registryHostPrefix(l.Registry.Address) + "/kubevirt"
+		manifest = provider.RegistryAlias + ":5000/kubevirt"
+	} else {
+		b.WriteString("# no lane registry (registry.enabled: false): images come from DOCKER_PREFIX\n")
 	}
+	fmt.Fprintf(&b, "docker_prefix=${DOCKER_PREFIX:-%s}\n", shellQuote(push))
+	fmt.Fprintf(&b, "manifest_docker_prefix=${DOCKER_PREFIX:-%s}\n", shellQuote(manifest))
+	fmt.Fprintf(&b, "network_provider=%s\n", shellQuote(l.CNI))
 	return b.String()
+}
+
+// registryHostPrefix is HOST:PORT to push to the lane registry from the
+// host; a loopback or wildcard address becomes localhost, which Docker
+// trusts without TLS (kind's docker_prefix is localhost:PORT too).
+func registryHostPrefix(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	switch host {
+	case "", "localhost", "127.0.0.1", "0.0.0.0", "::":
+		host = "localhost"
+	}
+	return net.JoinHostPort(host, port)
 }
 
 // HookEnv is the environment hooks run with.
@@ -104,7 +195,9 @@ func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''
 // restores what it replaced (kept in the lane dir) or removes it.
 const OpFile = "lane.file"
 
-func laneUndoers() journal.Undoers { return journal.Undoers{OpFile: undoFile} }
+func laneUndoers() journal.Undoers {
+	return journal.Undoers{OpFile: undoFile, OpHostSysctls: undoHostSysctls}
+}
 
 type fileRecord struct {
 	Path   string `json:"path"`

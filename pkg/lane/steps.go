@@ -9,6 +9,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -62,6 +63,10 @@ func stepCreateCluster(ctx context.Context, c *Context) error {
 	if len(nodes) > 0 {
 		return fmt.Errorf("k3d cluster %s %w (%d nodes): pick another --name, or remove it if it is a leftover", rec.Name, provider.ErrExists, len(nodes))
 	}
+	// Before any kubelet runs: they change these on the host.
+	if err := recordHostSysctls(c); err != nil {
+		return err
+	}
 	var entries []*journal.Entry
 	ops := []string{provider.OpCluster}
 	if c.Lane.RegistryEnabled() {
@@ -74,9 +79,7 @@ func stepCreateCluster(ctx context.Context, c *Context) error {
 		}
 		entries = append(entries, e)
 	}
-	err = c.Provider.Create(ctx, c.Lane, provider.CreateOptions{
-		Progress: func(node, msg string) { c.Status.Detailf("%s: %s", node, msg) },
-	})
+	err = c.Provider.Create(ctx, c.Lane, createOptions(c))
 	if errors.Is(err, provider.ErrExists) {
 		// Not ours: the undo must never delete someone else's cluster.
 		for _, e := range entries {
@@ -112,6 +115,17 @@ func stepCreateCluster(ctx context.Context, c *Context) error {
 	return err
 }
 
+// createOptions are the provider's options for the lane's cluster. --retain
+// must reach the provider as well: it removes what a failed k3d create made
+// unless told to keep it, before the step's own rollback is even asked.
+func createOptions(c *Context) provider.CreateOptions {
+	return provider.CreateOptions{
+		Progress: func(node, msg string) { c.Status.Detailf("%s: %s", node, msg) },
+		Note:     func(msg string) { c.Status.Infof("%s", msg) },
+		Retain:   c.Retain,
+	}
+}
+
 func stepPrepareNodes(ctx context.Context, c *Context) error {
 	agents, err := c.Provider.Agents(ctx, c.Lane.ClusterName())
 	if err != nil {
@@ -124,12 +138,19 @@ func stepPrepareNodes(ctx context.Context, c *Context) error {
 	return c.Provider.PrepareAll(ctx, c.Lane.ClusterName())
 }
 
-// stepBindPFs is where PFs leave the host: each agent gets its slice of the
-// leased PFs, moved into the agent container's netns (pkg/sriov/move.go).
+// stepBindPFs is where PFs leave the host: each agent's netns is pinned
+// (pkg/sriov/pin.go), then gets its slice of the leased PFs, moved into
+// that pinned netns (pkg/sriov/move.go), which outlives the container.
 func stepBindPFs(ctx context.Context, c *Context) error {
 	k := c.Lane.PFsPerNode
+	c.Pins = map[string]sriov.PinnedTarget{}
 	for i, agent := range c.Agents {
-		target := sriov.ContainerTarget{ID: agent.ContainerID, Name: agent.Name, Docker: c.Docker}
+		container := sriov.ContainerTarget{ID: agent.ContainerID, Name: agent.Name, Docker: c.Docker}
+		target, err := c.SRIOV.PinNetns(ctx, container, PinPath(c.Lane, agent.Name))
+		if err != nil {
+			return err
+		}
+		c.Pins[agent.Name] = target
 		for _, pf := range c.Leased[i*k : (i+1)*k] {
 			name, err := c.SRIOV.MovePF(ctx, pf, target)
 			if err != nil {
@@ -147,16 +168,11 @@ func stepVFs(ctx context.Context, c *Context) error {
 	if c.Lane.VFDriver == config.VFDriverNetdevice {
 		mode = sriov.ModeNetdevice
 	}
-	agentByName := map[string]provider.Node{}
-	for _, a := range c.Agents {
-		agentByName[a.Name] = a
-	}
 	for i := range c.Placements {
 		p := &c.Placements[i]
-		a := agentByName[p.Node]
+		// VF netdevs (netdevice mode) join their PF in the pinned netns.
 		vfs, err := c.SRIOV.ConfigureVFs(ctx, p.PF, sriov.VFOptions{
-			Count: c.Lane.VFsPerPF, Mode: mode,
-			Target: sriov.ContainerTarget{ID: a.ContainerID, Name: a.Name, Docker: c.Docker},
+			Count: c.Lane.VFsPerPF, Mode: mode, Target: c.Pins[p.Node],
 		})
 		if err != nil {
 			return fmt.Errorf("creating VFs on %s in %s: %w", p.PF, p.Node, err)
@@ -185,7 +201,12 @@ func CNIOptions(l *config.Lane, pfNamesInNodes []string) cni.Options {
 		CNI: l.CNI, ResourcePrefix: l.ResourcePrefix, ResourceName: l.ResourceName,
 		NodeSelectorKey: key, NodeSelectorValue: val, PFNames: pfNamesInNodes,
 		VFDriver: l.VFDriver, ImageRegistryMirror: l.ImageRegistryMirror,
-		Calico: cni.CalicoOptions{ManifestFile: l.Calico.ManifestFile, CacheDir: l.StateDir + "/cache"},
+		// The same pod CIDRs k3s gets (provider.CIDRs): the IPv4 one is the
+		// CNI's default in both places.
+		IPFamily: l.IPFamily, ClusterCIDRv6: provider.ClusterCIDRv6,
+		Calico: cni.CalicoOptions{ManifestDir: l.Calico.ManifestDir, CacheDir: l.StateDir + "/cache"},
+		// Without a certificate (plan); up adds one (cni.WithWebhookCerts).
+		NetworkResourcesInjector: cni.NRIOptions{Enabled: l.Components.NetworkResourcesInjector},
 	}
 }
 
@@ -203,7 +224,13 @@ func (c *Context) pfNamesInNodes() []string {
 }
 
 func stepDeployComponents(ctx context.Context, c *Context) error {
-	objs, err := cni.Objects(ctx, CNIOptions(c.Lane, c.pfNamesInNodes()))
+	// Webhook certificates are made here, per up, and only sent to the API
+	// server (plan shows placeholders).
+	opts, err := cni.WithWebhookCerts(CNIOptions(c.Lane, c.pfNamesInNodes()))
+	if err != nil {
+		return err
+	}
+	objs, err := cni.Objects(ctx, opts)
 	if err != nil {
 		return err
 	}
@@ -232,8 +259,22 @@ func stepWait(ctx context.Context, c *Context) error {
 	if err := cni.WaitAllocatable(ctx, c.Clientset, want, c.Lane.Resource()); err != nil {
 		return err
 	}
-	if c.Lane.WaitDaemonSets() {
-		return cni.WaitDaemonSets(ctx, c.Clientset, c.objects)
+	if !c.Lane.WaitDaemonSets() {
+		return nil
+	}
+	if err := cni.WaitDaemonSets(ctx, c.Clientset, c.objects); err != nil {
+		return err
+	}
+	// The injector's Deployment: pods created after up get their VFs.
+	if err := cni.WaitDeployments(ctx, c.Clientset, c.objects); err != nil {
+		return err
+	}
+	if c.Lane.CNI == config.CNICalico {
+		dyn, err := dynamic.NewForConfig(c.Rest)
+		if err != nil {
+			return fmt.Errorf("creating dynamic client: %w", err)
+		}
+		return cni.WaitCalico(ctx, c.Clientset, dyn)
 	}
 	return nil
 }

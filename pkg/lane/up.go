@@ -55,10 +55,7 @@ func Up(ctx context.Context, l *config.Lane, opts UpOptions) ([]StepTiming, erro
 	}
 	defer cli.Close()
 	status := NewStatus(opts.Out, opts.Verbose)
-	c := &Context{
-		Lane: l, Status: status, Docker: cli, Provider: provider.NewWithClient(cli),
-		Out: opts.Out, KubevirtciDir: opts.KubevirtciDir, AfterStep: opts.AfterStep,
-	}
+	c := newUpContext(l, opts, cli, status)
 	// Preflight runs before the journal exists: a lane that fails it leaves
 	// no trace on the host.
 	steps := UpSteps()
@@ -82,8 +79,17 @@ func Up(ctx context.Context, l *config.Lane, opts UpOptions) ([]StepTiming, erro
 	if c.AfterStep != nil {
 		c.AfterStep(steps[0].Name)
 	}
-	timings, err := runSteps(ctx, c, steps[1:], opts.Retain)
+	timings, err := runSteps(ctx, c, steps[1:], c.Retain)
 	return timings, err
+}
+
+// newUpContext is what Up's steps start from: every option that changes how
+// a step behaves is carried here, where the steps can see it.
+func newUpContext(l *config.Lane, opts UpOptions, cli *client.Client, status *Status) *Context {
+	return &Context{
+		Lane: l, Status: status, Docker: cli, Provider: provider.NewWithClient(cli),
+		Out: opts.Out, KubevirtciDir: opts.KubevirtciDir, AfterStep: opts.AfterStep, Retain: opts.Retain,
+	}
 }
 
 func saveConfig(l *config.Lane) error {

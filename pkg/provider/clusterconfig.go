@@ -19,6 +19,28 @@ type HostFacts struct {
 	VFIODir bool
 	// LibModules is true when /lib/modules exists on the host.
 	LibModules bool
+	// Cgroup is the host's cgroup mode (CgroupUnknown when undetectable:
+	// kubelet then keeps its own default, and check says why).
+	Cgroup CgroupMode
+}
+
+// kubeletAllowCgroupV1 lets kubelet start on a cgroup v1 host. Kubelet
+// refuses v1 by default since 1.35: failCgroupV1 defaults to true in the
+// release the default k3s image ships (kubernetes/kubernetes
+// pkg/kubelet/apis/config/v1beta1/defaults.go@v1.35.5, and the field's doc,
+// staging/src/k8s.io/kubelet/config/v1beta1/types.go@v1.35.5: "Default:
+// true"); --fail-cgroupv1 is the flag form, kept undeprecated
+// (cmd/kubelet/app/options/options.go@v1.35.5).
+const kubeletAllowCgroupV1 = "fail-cgroupv1=false"
+
+// Notes are the host facts that change the cluster, in words, for up to
+// print: a user on such a host should know the lane differs from the default.
+func (h HostFacts) Notes() []string {
+	var out []string
+	if h.Cgroup.V1() {
+		out = append(out, "host uses "+h.Cgroup.Describe()+": passing kubelet "+kubeletAllowCgroupV1+" to every node")
+	}
+	return out
 }
 
 const (
@@ -33,15 +55,63 @@ var clusterCIDR = map[string]string{
 	config.CNICalico:  "192.168.0.0/16",
 }
 
+// IPv6 pod and service CIDRs for ipFamily ipv6 and dual. Unique local
+// addresses (fd00::/8): kubevirtci's single-stack check expects the pods'
+// primary IPs to start with "fd" (kubevirt/kubevirtci cluster-up/up.sh@39bd4947ba4d).
+// The service range is a /112, the size k3s's dual-stack example uses; the
+// pod range a /56, so each node gets a /64 (kube-controller-manager's
+// default IPv6 node mask) and flannel's own minimum is far off
+// (flannel-io/flannel pkg/subnet/config.go@v0.28.9).
+const (
+	ClusterCIDRv6 = "fd00:10:42::/56"
+	ServiceCIDRv6 = "fd00:10:43::/112"
+	// serviceCIDRv4 is k3s's default --service-cidr, named only where a
+	// dual-stack list must repeat it.
+	serviceCIDRv4 = "10.43.0.0/16"
+)
+
+// CIDRs are the pod and service CIDRs k3s gets for a lane, in k3s's
+// comma-separated form (IPv4 first for dual-stack). Service is "" for ipv4,
+// where k3s's default stands.
+func CIDRs(l *config.Lane) (cluster, service string, err error) {
+	v4, ok := clusterCIDR[l.CNI]
+	if !ok {
+		return "", "", fmt.Errorf("cni %q: the cluster config knows flannel and calico", l.CNI)
+	}
+	switch l.IPFamily {
+	case config.IPFamilyIPv4, "":
+		return v4, "", nil
+	case config.IPFamilyDual:
+		return v4 + "," + ClusterCIDRv6, serviceCIDRv4 + "," + ServiceCIDRv6, nil
+	case config.IPFamilyIPv6:
+		return ClusterCIDRv6, ServiceCIDRv6, nil
+	}
+	return "", "", fmt.Errorf("ipFamily %q: want ipv4, ipv6 or dual", l.IPFamily)
+}
+
+// ServerDatastoreDir is where k3s keeps its datastore: kine's SQLite
+// (db/state.db) for a single server, embedded etcd (db/etcd) with
+// --cluster-init, both under the server's data dir
+// /var/lib/rancher/k3s/server. The rig's stand-in keeps its etcd at the
+// same place.
+const ServerDatastoreDir = "/var/lib/rancher/k3s/server/db"
+
+// DatastoreVolumeName is the tmpfs-backed Docker volume holding the
+// server's datastore. Its k3d- prefix and the k3d.cluster label make it one
+// of the cluster's volumes, removed with it by k3d and by Delete
+// (k3d-io/k3d pkg/runtimes/util/volumes.go and pkg/client/cluster.go@v5.9.0).
+func DatastoreVolumeName(cluster string) string { return "k3d-" + cluster + "-datastore" }
+
 // ClusterConfig translates a lane into k3d's simple config: one server and
 // l.Agents agents, no load balancer, the API on 127.0.0.1:l.APIPort, k3s's
 // own flannel, network policy and traefik off (the lane deploys its CNI),
 // agents set up for the CPU manager, VFIO and kernel modules, a distinct
-// /etc/machine-id per node and the registries config.
+// /etc/machine-id per node, every kubelet allowed to run on a cgroup v1 host
+// and the registries config.
 func ClusterConfig(l *config.Lane, host HostFacts) (*v1alpha5.SimpleConfig, error) {
-	cidr, ok := clusterCIDR[l.CNI]
-	if !ok {
-		return nil, fmt.Errorf("cni %q: the cluster config knows flannel and calico", l.CNI)
+	cidr, serviceCIDR, err := CIDRs(l)
+	if err != nil {
+		return nil, err
 	}
 	if l.Agents < 1 {
 		return nil, fmt.Errorf("agents is %d: the lane needs at least one agent for its PFs", l.Agents)
@@ -75,16 +145,27 @@ func ClusterConfig(l *config.Lane, host HostFacts) (*v1alpha5.SimpleConfig, erro
 
 	server := []string{"server:0"}
 	agents := []string{"agent:*"}
-	for _, a := range []string{
+	serverArgs := []string{
 		"--disable=traefik",
 		"--flannel-backend=none",
 		"--disable-network-policy",
 		"--cluster-cidr=" + cidr,
-	} {
+	}
+	if serviceCIDR != "" {
+		serverArgs = append(serverArgs, "--service-cidr="+serviceCIDR)
+	}
+	for _, a := range serverArgs {
 		sc.Options.K3sOptions.ExtraArgs = append(sc.Options.K3sOptions.ExtraArgs, v1alpha5.K3sArgWithNodeFilters{Arg: a, NodeFilters: server})
 	}
 	for _, a := range kubeletArgs(l.Kubelet) {
 		sc.Options.K3sOptions.ExtraArgs = append(sc.Options.K3sOptions.ExtraArgs, v1alpha5.K3sArgWithNodeFilters{Arg: "--kubelet-arg=" + a, NodeFilters: agents})
+	}
+	if host.Cgroup.V1() {
+		// The server runs a kubelet too (k3s server is also a node): without
+		// this it would refuse to start and the cluster never comes up.
+		sc.Options.K3sOptions.ExtraArgs = append(sc.Options.K3sOptions.ExtraArgs, v1alpha5.K3sArgWithNodeFilters{
+			Arg: "--kubelet-arg=" + kubeletAllowCgroupV1, NodeFilters: []string{"server:*", "agent:*"},
+		})
 	}
 	sc.Options.K3sOptions.NodeLabels = []v1alpha5.LabelWithNodeFilters{
 		{Label: "node-role.kubernetes.io/worker=worker", NodeFilters: agents},
@@ -92,6 +173,12 @@ func ClusterConfig(l *config.Lane, host HostFacts) (*v1alpha5.SimpleConfig, erro
 
 	vol := func(spec string, filters ...string) {
 		sc.Volumes = append(sc.Volumes, v1alpha5.VolumeWithNodeFilters{Volume: spec, NodeFilters: filters})
+	}
+	if l.DatastoreOnTmpfs() {
+		// k3d's nodes have no tmpfs setting of their own (only /run and
+		// /var/run, k3d-io/k3d pkg/types/defaults.go@v5.9.0): the volume
+		// is a Docker local volume of type tmpfs that Create makes first.
+		vol(DatastoreVolumeName(name)+":"+ServerDatastoreDir, server...)
 	}
 	if host.VFIODir {
 		vol(l.VFIODir+":"+devVFIO, agents...)
@@ -128,13 +215,22 @@ func ClusterConfig(l *config.Lane, host HostFacts) (*v1alpha5.SimpleConfig, erro
 	return sc, nil
 }
 
-// kubeletArgs are the agents' kubelet flags (kubevirtci's CPU-manager set-up).
-// The policy flag is left out for "none", kubelet's default; the
-// reservations stand on their own.
+// kubeletArgs are the agents' kubelet flags (kubevirtci's CPU-manager and
+// topology-manager set-up). Policy flags are left out for "none" and the
+// scope for "container", kubelet's defaults (kubernetes/kubernetes
+// pkg/kubelet/apis/config/v1beta1/defaults.go@v1.35.5); the reservations
+// stand on their own. --topology-manager-policy and --topology-manager-scope
+// are kubelet flags (cmd/kubelet/app/options/options.go@v1.35.5).
 func kubeletArgs(k config.Kubelet) []string {
 	var out []string
 	if k.CPUManagerPolicy != "" && k.CPUManagerPolicy != "none" {
 		out = append(out, "cpu-manager-policy="+k.CPUManagerPolicy)
+	}
+	if k.TopologyManagerPolicy != "" && k.TopologyManagerPolicy != config.TopologyPolicyNone {
+		out = append(out, "topology-manager-policy="+k.TopologyManagerPolicy)
+	}
+	if k.TopologyManagerScope != "" && k.TopologyManagerScope != config.TopologyScopeContainer {
+		out = append(out, "topology-manager-scope="+k.TopologyManagerScope)
 	}
 	if k.KubeReserved != "" {
 		out = append(out, "kube-reserved="+k.KubeReserved)

@@ -39,8 +39,10 @@ func goldenCompare(t *testing.T, name string, got []byte) {
 
 func allHost() HostFacts { return HostFacts{VFIODir: true, LibModules: true} }
 
-func TestClusterConfigGoldenDefault(t *testing.T) {
-	sc, err := ClusterConfig(config.Default(), allHost())
+// goldenClusterConfig compares the k3d config of l on host with a golden file.
+func goldenClusterConfig(t *testing.T, l *config.Lane, host HostFacts, golden string) {
+	t.Helper()
+	sc, err := ClusterConfig(l, host)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +50,11 @@ func TestClusterConfigGoldenDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	goldenCompare(t, "default.golden", b)
+	goldenCompare(t, golden, b)
+}
+
+func TestClusterConfigGoldenDefault(t *testing.T) {
+	goldenClusterConfig(t, config.Default(), allHost(), "default.golden")
 }
 
 func TestClusterConfigGoldenCalicoMirror(t *testing.T) {
@@ -61,15 +67,8 @@ func TestClusterConfigGoldenCalicoMirror(t *testing.T) {
 	l.ImageRegistryMirror = "mirror.example.com:5000"
 	l.Registry.Enabled = new(bool)
 	l.Volumes = []string{"/srv/data:/data:ro@agent:0;server:0"}
-	sc, err := ClusterConfig(l, HostFacts{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := yaml.Marshal(sc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	goldenCompare(t, "calico-mirror.golden", b)
+	// A cgroup v1 host: the golden shows the one kubelet arg that adds.
+	goldenClusterConfig(t, l, HostFacts{Cgroup: CgroupV1}, "calico-mirror.golden")
 }
 
 func TestClusterConfigVFIOMissing(t *testing.T) {
@@ -218,5 +217,37 @@ func TestRegistriesConfigEmpty(t *testing.T) {
 	s, err := RegistriesConfig(l)
 	if err != nil || s != "" {
 		t.Errorf("no registry, no mirror: got %q, %v", s, err)
+	}
+}
+
+// On a cgroup v1 host every kubelet, the server's included, must get
+// fail-cgroupv1=false, or k3s on Kubernetes >= 1.35 never starts: checked on
+// what k3d hands each node container, where the node filters are resolved.
+func TestClusterConfigCgroupV1ReachesEveryNode(t *testing.T) {
+	l := config.Default()
+	l.Name = "pvcg"
+	l.Agents = 2
+	for _, mode := range []CgroupMode{CgroupV1, CgroupHybrid, CgroupV2, CgroupUnknown} {
+		host := allHost()
+		host.Cgroup = mode
+		sc, err := ClusterConfig(l, host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cc, err := k3dconfig.TransformSimpleToClusterConfig(context.Background(), runtimes.Docker, *sc, "")
+		if err != nil {
+			t.Fatalf("%s: k3d rejected the translation: %v", mode, err)
+		}
+		if len(cc.Nodes) != 3 {
+			t.Fatalf("%s: %d nodes, want 3", mode, len(cc.Nodes))
+		}
+		for _, n := range cc.Nodes {
+			if got := slices.Contains(n.Args, "--kubelet-arg=fail-cgroupv1=false"); got != mode.V1() {
+				t.Errorf("cgroup %q: %s (%s) has fail-cgroupv1=false: %v; args %v", mode, n.Name, n.Role, got, n.Args)
+			}
+			if n.Role == k3d.ServerRole && slices.Contains(n.Args, "--kubelet-arg=cpu-manager-policy=static") {
+				t.Errorf("server got the agents' kubelet args: %v", n.Args)
+			}
+		}
 	}
 }

@@ -23,6 +23,9 @@ type Progress func(node, msg string)
 // CreateOptions tune Create.
 type CreateOptions struct {
 	Progress Progress
+	// Note receives what about this host makes the cluster differ from
+	// the default (HostFacts.Notes), for the user to see.
+	Note func(msg string)
 	// Retain keeps whatever a failed Create made, for debugging.
 	Retain bool
 }
@@ -31,9 +34,12 @@ type CreateOptions struct {
 // environment variable (no API field), so Create sets it for the process.
 const envToolsImage = "K3D_IMAGE_TOOLS"
 
-// StatHost gathers the HostFacts for l from this host.
+// StatHost gathers the HostFacts for l from this host. A cgroup mode it
+// cannot detect stays CgroupUnknown: kubelet then decides for itself, and
+// `check` reports why detection failed.
 func StatHost(l *config.Lane) HostFacts {
-	return HostFacts{VFIODir: isDir(l.VFIODir), LibModules: isDir(libModules)}
+	cg, _ := DetectCgroup(HostCgroupRoot)
+	return HostFacts{VFIODir: isDir(l.VFIODir), LibModules: isDir(libModules), Cgroup: cg}
 }
 
 func isDir(p string) bool {
@@ -59,12 +65,18 @@ func (p *Provider) Create(ctx context.Context, l *config.Lane, opts CreateOption
 	ctx, cancel := context.WithTimeout(ctx, l.WaitTimeout.Duration)
 	defer cancel()
 
-	sc, err := ClusterConfig(l, StatHost(l))
+	host := StatHost(l)
+	sc, err := ClusterConfig(l, host)
 	if err != nil {
 		return err
 	}
 	if err := p.refuseExisting(ctx, name, l.RegistryEnabled()); err != nil {
 		return err
+	}
+	if opts.Note != nil {
+		for _, n := range host.Notes() {
+			opts.Note(n)
+		}
 	}
 	if l.ToolsImage != "" {
 		if err := os.Setenv(envToolsImage, l.ToolsImage); err != nil {
@@ -89,6 +101,14 @@ func (p *Provider) Create(ctx context.Context, l *config.Lane, opts CreateOption
 	}()
 
 	if err := writeMachineIDs(l); err != nil {
+		return err
+	}
+	// Before k3d's transform: its validation creates a plain volume for a
+	// k3d- named volume that does not exist yet.
+	if err := p.createIPv6Network(ctx, l); err != nil {
+		return err
+	}
+	if err := p.createDatastoreVolume(ctx, l); err != nil {
 		return err
 	}
 	cc, err := k3dconfig.TransformSimpleToClusterConfig(ctx, runtimes.Docker, *sc, "")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/vishvananda/netns"
@@ -107,4 +108,26 @@ func (n Node) Netns(ctx context.Context) (netns.NsHandle, error) {
 		}
 	}
 	return netns.None(), fmt.Errorf("node %s keeps restarting: its PID changed while opening its netns", n.Name)
+}
+
+// agentStopTimeout is how long an agent gets to stop before it is killed.
+// Nothing in it needs a graceful end: the cluster is deleted next.
+const agentStopTimeout = 5
+
+// StopAgents stops the lane's agent containers, and with them every
+// process in them: the workloads (QEMU of KubeVirt VMs) that may hold VFs
+// open. Stopped containers stay stopped (k3d's restart policy is
+// unless-stopped). Agents already stopped or gone are fine.
+func (p *Provider) StopAgents(ctx context.Context, cluster string) error {
+	agents, err := p.Agents(ctx, cluster)
+	if err != nil {
+		return err
+	}
+	timeout := agentStopTimeout
+	for _, a := range agents {
+		if err := p.docker.ContainerStop(ctx, a.ContainerID, container.StopOptions{Timeout: &timeout}); err != nil && !cerrdefs.IsNotFound(err) {
+			return fmt.Errorf("stopping %s: %w", a.Name, err)
+		}
+	}
+	return nil
 }

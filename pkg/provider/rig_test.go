@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -379,6 +380,30 @@ func TestRigCreateFailureLeavesNothing(t *testing.T) {
 	}
 	if _, err := os.Stat(machineIDDir(l)); !os.IsNotExist(err) {
 		t.Errorf("machine-id files left: %v", err)
+	}
+}
+
+// With Retain a failed create keeps what it made (network, image volume,
+// machine-ids) for debugging; `down` removes it later.
+func TestRigCreateFailureRetained(t *testing.T) {
+	p, cli := rigDocker(t)
+	const name = "pvt6"
+	l := testLane(t, name, 1)
+	l.K3sImage = "sriov-lane-standin/does-not-exist:x"
+	l.WaitTimeout.Duration = time.Minute
+	cleanupLane(t, p, cli, name)
+	ctx := context.Background()
+	err := p.Create(ctx, l, CreateOptions{Retain: true})
+	if err == nil {
+		t.Fatal("create with a missing image succeeded")
+	}
+	t.Logf("error: %v", err)
+	left := leftovers(ctx, t, cli, name)
+	if !slices.Contains(left, "network "+NetworkName(name)) {
+		t.Errorf("retained create left %v, want at least its network %s", left, NetworkName(name))
+	}
+	if _, err := os.Stat(machineIDDir(l)); err != nil {
+		t.Errorf("retained create removed its machine-id files: %v", err)
 	}
 }
 

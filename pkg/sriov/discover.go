@@ -29,8 +29,8 @@ type PF struct {
 	OperState string `json:"operState,omitempty"`
 	AdminUp   bool   `json:"adminUp"`
 	MTU       int    `json:"mtu,omitempty"`
-	// DefaultRoute and GlobalAddress mark a PF the host is using: it is never
-	// chosen unless explicitly included.
+	// DefaultRoute and GlobalAddress mark a PF the host is using: it is
+	// chosen only when pfs.include names it exactly (Selection.Allows).
 	DefaultRoute  bool `json:"defaultRoute"`
 	GlobalAddress bool `json:"globalAddress"`
 }

@@ -42,6 +42,14 @@ func TestDiscover(t *testing.T) {
 	if ok, _ := (sriov.Selection{}).Allows(pfs[1]); ok {
 		t.Error("a PF with a global address must not be chosen unless included")
 	}
+	if ok, _ := (sriov.Selection{Include: []string{"*"}}).Allows(pfs[1]); ok {
+		t.Error("a glob include took the PF with a global address")
+	}
+	for _, exact := range []string{pfs[1].Name, pfs[1].PCI} {
+		if ok, why := (sriov.Selection{Include: []string{exact}}).Allows(pfs[1]); !ok {
+			t.Errorf("include %q did not take the PF with a global address: %s", exact, why)
+		}
+	}
 
 	// A PF moved out of this netns stays listed, not present.
 	ns := newNetns(t, "sx-disc")

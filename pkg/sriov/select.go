@@ -1,6 +1,10 @@
 package sriov
 
-import "path/filepath"
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+)
 
 // Selection narrows which PFs may be taken. Entries are interface names,
 // PCI addresses or filepath.Match globs of either.
@@ -27,19 +31,44 @@ func matches(patterns []string, pf PF) bool {
 	return false
 }
 
+// namedExactly reports whether a pattern is the PF's very name or PCI
+// address, as opposed to a glob that happens to cover it.
+func namedExactly(patterns []string, pf PF) bool {
+	for _, p := range patterns {
+		if (pf.Name != "" && p == pf.Name) || (pf.PCI != "" && p == pf.PCI) {
+			return true
+		}
+	}
+	return false
+}
+
 // Allows says whether the selection lets the PF be chosen, and if not, why.
 // Exclusion wins over inclusion. A PF the host uses (default route, global
-// address) needs an explicit include.
+// address) is taken only when the include list names it exactly: taking it
+// cuts the host off its network, and a glob such as "ens*" written for the
+// spare ports must not do that by accident.
 func (s Selection) Allows(pf PF) (bool, string) {
 	if matches(s.Exclude, pf) {
-		return false, "excluded"
+		return false, "excluded by pfs.exclude"
 	}
-	included := matches(s.Include, pf)
-	if len(s.Include) > 0 && !included {
-		return false, "not included"
+	if len(s.Include) > 0 && !matches(s.Include, pf) {
+		return false, "not matched by pfs.include"
 	}
-	if pf.InUse() && !included {
-		return false, "in use by the host (default route or global address)"
+	if pf.InUse() && !namedExactly(s.Include, pf) {
+		return false, fmt.Sprintf("in use by the host (%s): only its exact name %s or PCI address %s in pfs.include takes it, never a glob",
+			pf.usage(), pf.Name, pf.PCI)
 	}
 	return true, ""
+}
+
+// usage says what of the host's networking runs over the PF.
+func (p PF) usage() string {
+	var u []string
+	if p.DefaultRoute {
+		u = append(u, "default route")
+	}
+	if p.GlobalAddress {
+		u = append(u, "global address")
+	}
+	return strings.Join(u, ", ")
 }

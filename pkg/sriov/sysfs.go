@@ -12,12 +12,14 @@ import (
 	"time"
 )
 
-// pollInterval is how often a wait re-checks sysfs. The real kernel applies
-// a write before the write returns, so on hardware the first check succeeds;
-// the emulated tree needs the poll.
+// pollInterval is how often a wait re-checks its condition. Sysfs stores
+// need no wait: the kernel applies them before write(2) returns, or fails
+// the write with an errno (EBUSY, ERANGE, ENODEV...), and so does the
+// test rig's fake sysfs. What does take time is asynchronous by nature:
+// a VF netdev registered by its driver's deferred init, a lease freed.
 const pollInterval = 10 * time.Millisecond
 
-// DefaultWait bounds every wait for a sysfs effect.
+// DefaultWait bounds every wait for an asynchronous effect.
 const DefaultWait = 10 * time.Second
 
 // Sysfs is a sysfs root: /sys on a host, a bind mount of the host's /sys in
@@ -128,36 +130,3 @@ func waitFor(ctx context.Context, timeout time.Duration, what string, cond func(
 		}
 	}
 }
-
-// writeShared writes value to a control file every process on the host
-// shares (a driver's bind/unbind, drivers_probe) and waits for its effect.
-// The kernel consumes each write synchronously, so on real hardware the
-// first write does it; where the file is only a file (a host /sys shim, the
-// test rig's emulator), a concurrent writer can replace ours before it is
-// read, so the write is issued again, a few times, within the deadline.
-// Repeating these writes is harmless: binding a bound device, unbinding an
-// unbound one or probing a bound one changes nothing.
-func writeShared(ctx context.Context, timeout time.Duration, path, value, what string, done func() (bool, error)) error {
-	if timeout <= 0 {
-		timeout = DefaultWait
-	}
-	deadline := time.Now().Add(timeout)
-	for {
-		if err := WriteFile(path, value); err != nil {
-			return err
-		}
-		attempt := max(min(sharedRetry, time.Until(deadline)), time.Millisecond)
-		err := waitFor(ctx, attempt, what, done)
-		switch {
-		case err == nil:
-			return nil
-		case ctx.Err() != nil:
-			return err
-		case !time.Now().Before(deadline):
-			return fmt.Errorf("waiting for %s: not done after %s", what, timeout)
-		}
-	}
-}
-
-// sharedRetry is how long writeShared waits before writing again.
-const sharedRetry = time.Second

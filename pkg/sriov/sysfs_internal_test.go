@@ -1,61 +1,70 @@
 package sriov
 
 import (
-	"context"
+	"errors"
 	"os"
 	"path/filepath"
-	"strings"
-	"sync/atomic"
+	"syscall"
 	"testing"
-	"time"
+
+	"github.com/sriov-lane/sriov-lane/test/rig/sysfs"
+	"github.com/sriov-lane/sriov-lane/test/testutil"
 )
 
-// TestWriteSharedReissuesALostWrite plays a shared control file whose first
-// write is overwritten by another writer before it is consumed: the effect
-// must still happen, through a second write.
-func TestWriteSharedReissuesALostWrite(t *testing.T) {
+// A missing attribute is an error at once, as on real sysfs, and is never
+// created.
+func TestWriteFileNeverCreates(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "bind")
-	if err := os.WriteFile(path, nil, 0o644); err != nil {
-		t.Fatal(err)
+	if err := WriteFile(path, "x"); err == nil {
+		t.Fatal("write to a missing attribute succeeded")
 	}
-	var seen, bound atomic.Int32
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { // the "kernel": loses the first write, honours the next
-		for ctx.Err() == nil {
-			b, _ := os.ReadFile(path)
-			if strings.TrimSpace(string(b)) == "0000:40:10.0" {
-				os.WriteFile(path, []byte("0000:41:10.0\n"), 0o644) // another lane's write wins
-				if seen.Add(1) >= 2 {
-					bound.Store(1)
-				}
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}()
-	start := time.Now()
-	err := writeShared(context.Background(), 5*time.Second, path, "0000:40:10.0", "bind", func() (bool, error) { return bound.Load() == 1, nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if seen.Load() < 2 || time.Since(start) > 3*time.Second {
-		t.Fatalf("writes seen %d in %s", seen.Load(), time.Since(start))
+	if _, err := os.Lstat(path); err == nil {
+		t.Fatal("WriteFile created the attribute")
 	}
 }
 
-func TestWriteSharedGivesUpAtTheDeadline(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "bind")
-	os.WriteFile(path, nil, 0o644)
-	start := time.Now()
-	err := writeShared(context.Background(), 300*time.Millisecond, path, "x", "the impossible", func() (bool, error) { return false, nil })
-	if err == nil || !strings.Contains(err.Error(), "not done after 300ms") {
-		t.Fatalf("got %v", err)
+// Stores take effect before the write returns, or fail it with the
+// kernel's errno, which WriteFile passes on: no wait, no second write.
+func TestWriteFileIsSynchronousAndKeepsTheErrno(t *testing.T) {
+	testutil.RequireRoot(t)
+	dir := t.TempDir()
+	srv, err := sysfs.Serve(sysfs.ServeConfig{SysfsDir: filepath.Join(dir, "sys"),
+		KernelConfig: sysfs.KernelConfig{PFs: []sysfs.PF{{Name: "sxw0", MAC: "02:00:00:5e:00:01"}}}})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if d := time.Since(start); d > time.Second {
-		t.Fatalf("took %s past a 300ms deadline", d)
+	t.Cleanup(func() { _ = srv.Close() })
+	sys := Sysfs{Root: filepath.Join(dir, "sys")}
+	pf := sysfs.PFBDF(0)
+	if err := setNumVFs(t.Context(), sys, 0, pf, 3); err != nil {
+		t.Fatal(err)
 	}
-	// A missing attribute is an error at once, as on real sysfs.
-	if err := writeShared(context.Background(), time.Second, path+"-missing", "x", "w", func() (bool, error) { return true, nil }); err == nil {
-		t.Fatal("write to a missing attribute succeeded")
+	if _, err := os.Stat(sys.Attr(pf, "virtfn2")); err != nil {
+		t.Fatalf("VF 2 not there when the write returned: %v", err)
+	}
+	if err := setNumVFs(t.Context(), sys, 0, pf, 2); !errors.Is(err, syscall.EBUSY) {
+		t.Fatalf("3 -> 2 VFs: want EBUSY, got %v", err)
+	}
+	if err := setNumVFs(t.Context(), sys, 0, pf, 9); !errors.Is(err, syscall.ERANGE) {
+		t.Fatalf("9 VFs of 8: want ERANGE, got %v", err)
+	}
+	vf := sysfs.VFBDF(pf, 0)
+	if d, _ := sys.Driver(vf); d != "iavf" {
+		t.Fatalf("autoprobed VF driver %q", d)
+	}
+	if err := unbind(t.Context(), sys, 0, vf, "iavf"); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := sys.Driver(vf); d != "" {
+		t.Fatalf("driver %q when unbind returned", d)
+	}
+	if err := unbind(t.Context(), sys, 0, vf, "iavf"); !errors.Is(err, syscall.ENODEV) {
+		t.Fatalf("unbinding an unbound VF: want ENODEV, got %v", err)
+	}
+	if err := setNumVFs(t.Context(), sys, 0, pf, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(sys.Attr(pf, "virtfn0")); err == nil {
+		t.Fatal("virtfn0 left when the write returned")
 	}
 }

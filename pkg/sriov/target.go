@@ -30,7 +30,7 @@ var ErrTargetGone = errors.New("target network namespace is gone")
 
 // TargetSpec is the journalled form of a NetnsTarget.
 type TargetSpec struct {
-	Kind string `json:"kind"` // "pid", "path" or "container"
+	Kind string `json:"kind"` // "pid", "path", "container" or "pinned"
 	PID  int    `json:"pid,omitempty"`
 	Path string `json:"path,omitempty"`
 	ID   string `json:"id,omitempty"`
@@ -115,6 +115,8 @@ func (d Deps) Target(spec TargetSpec) (NetnsTarget, error) {
 		return PathTarget(spec.Path), nil
 	case "container":
 		return ContainerTarget{ID: spec.ID, Name: spec.Name, Docker: d.Docker}, nil
+	case "pinned":
+		return PinnedTarget{Path: spec.Path, Name: spec.Name}, nil
 	}
 	return nil, fmt.Errorf("unknown netns target kind %q", spec.Kind)
 }

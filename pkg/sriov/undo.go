@@ -2,8 +2,12 @@ package sriov
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sriov-lane/sriov-lane/pkg/lane/journal"
@@ -21,6 +25,12 @@ type Deps struct {
 	// ReturnWait bounds the wait for a physical PF whose node netns died to
 	// reappear in the init netns (DefaultReturnWait when zero).
 	ReturnWait time.Duration
+	// VFIODir holds the VFIO group devices (/dev/vfio); empty skips the
+	// check for processes holding a VF's group before it is unbound.
+	VFIODir string
+	// HolderWait bounds the wait for those processes (DefaultHolderWait
+	// when zero).
+	HolderWait time.Duration
 }
 
 // Undoers reverses every operation this package journals. Each undo is
@@ -49,6 +59,13 @@ func Undoers(d Deps) journal.Undoers {
 			}
 			return d.returnLink(ctx, rec)
 		},
+		OpPin: func(_ context.Context, e *journal.Entry) (string, error) {
+			var rec PinRecord
+			if err := e.Decode(&rec); err != nil {
+				return "", err
+			}
+			return undoPin(rec)
+		},
 		OpAutoprobe: func(_ context.Context, e *journal.Entry) (string, error) {
 			var rec AutoprobeRecord
 			if err := e.Decode(&rec); err != nil {
@@ -60,7 +77,7 @@ func Undoers(d Deps) journal.Undoers {
 			if err := WriteFile(d.Sysfs.Attr(rec.PCI, "sriov_drivers_autoprobe"), rec.Original); err != nil {
 				return "", fmt.Errorf("restoring autoprobe of %s: %w", rec.PCI, err)
 			}
-			return "", nil
+			return d.probeOriginalVFs(rec)
 		},
 		OpNumVFs: func(ctx context.Context, e *journal.Entry) (string, error) {
 			var rec NumVFsRecord
@@ -88,7 +105,12 @@ func (d Deps) undoNumVFs(ctx context.Context, rec NumVFsRecord) (string, error) 
 		return "", err
 	}
 	if cur != 0 {
-		if err := setNumVFs(ctx, d.Sysfs, d.Wait, rec.PCI, 0); err != nil {
+		// Removing a VF whose VFIO group is open blocks like unbinding it.
+		if err := d.waitVFsFree(ctx, rec.PCI); err != nil {
+			return "", err
+		}
+		write := func() error { return setNumVFs(ctx, d.Sysfs, d.Wait, rec.PCI, 0) }
+		if err := d.boundedVFIOWrite(ctx, vfsOf(d.Sysfs, rec.PCI), write); err != nil {
 			return "", fmt.Errorf("removing VFs of %s: %w", rec.PCI, err)
 		}
 	}
@@ -112,7 +134,20 @@ func (d Deps) undoBind(ctx context.Context, rec BindRecord) (string, error) {
 		return "", err
 	}
 	if cur != "" && cur != rec.Original && (cur == rec.Driver || rec.Driver == driverKernel) {
-		if err := unbind(ctx, d.Sysfs, d.Wait, rec.VF, cur); err != nil {
+		if cur == ModeVFIO {
+			if err := d.waitVFIOFree(ctx, rec.VF); err != nil {
+				return "", err
+			}
+		}
+		err := d.boundedVFIOWrite(ctx, []string{rec.VF}, func() error { return unbind(ctx, d.Sysfs, d.Wait, rec.VF, cur) })
+		if err != nil && !errors.Is(err, ErrGroupHeld) {
+			// An unbind left pending by an earlier, timed-out down may
+			// have completed meanwhile: then there is nothing to do.
+			if now, derr := d.Sysfs.Driver(rec.VF); derr == nil && now != cur {
+				err = nil
+			}
+		}
+		if err != nil {
 			return "", fmt.Errorf("unbinding VF %s from %s: %w", rec.VF, cur, err)
 		}
 	}
@@ -126,6 +161,55 @@ func (d Deps) undoBind(ctx context.Context, rec BindRecord) (string, error) {
 		}
 	}
 	return "", nil
+}
+
+// probeOriginalVFs binds the VFs a PF had before the lane to their drivers
+// again. The numvfs undo recreated them while autoprobe was still off (it
+// is undone before the autoprobe it followed), so they came back with no
+// driver; with autoprobe on again, a probe gives each the driver the
+// kernel would have given it.
+func (d Deps) probeOriginalVFs(rec AutoprobeRecord) (string, error) {
+	if strings.TrimSpace(rec.Original) != "1" {
+		return "", nil
+	}
+	n := 0
+	for _, vf := range vfsOf(d.Sysfs, rec.PCI) {
+		if drv, err := d.Sysfs.Driver(vf); err != nil || drv != "" {
+			continue
+		}
+		if err := WriteFile(d.Sysfs.DriversProbe(), vf); err != nil {
+			return "", fmt.Errorf("probing VF %s of %s: %w", vf, rec.PCI, err)
+		}
+		n++
+	}
+	if n == 0 {
+		return "", nil
+	}
+	return fmt.Sprintf("probed the %d VFs %s had before for their drivers", n, rec.PCI), nil
+}
+
+// vfsOf lists the PCI addresses of pf's VFs.
+func vfsOf(sys Sysfs, pf string) []string {
+	links, _ := filepath.Glob(sys.Attr(pf, "virtfn*"))
+	var out []string
+	for _, l := range links {
+		if target, err := os.Readlink(l); err == nil {
+			out = append(out, filepath.Base(target))
+		}
+	}
+	return out
+}
+
+// waitVFsFree waits until no VF of pf bound to vfio-pci is held open.
+func (d Deps) waitVFsFree(ctx context.Context, pf string) error {
+	for _, vf := range vfsOf(d.Sysfs, pf) {
+		if drv, err := d.Sysfs.Driver(vf); err == nil && drv == ModeVFIO {
+			if err := d.waitVFIOFree(ctx, vf); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // DefaultReturnWait is how long down waits for a physical PF to come back

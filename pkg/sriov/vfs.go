@@ -153,25 +153,16 @@ func (s *Session) configureVFs(ctx context.Context, pf PF, opts VFOptions) ([]VF
 	return vfs, nil
 }
 
-// setNumVFs writes sriov_numvfs and waits until exactly n virtfn links
-// resolve (the emulated kernel creates and removes them asynchronously).
+// setNumVFs writes sriov_numvfs. The kernel creates (or removes) the VFs
+// before the write returns, or fails it: EBUSY for a nonzero count over
+// another, ERANGE above sriov_totalvfs, ENOENT without a PF driver.
+// Removing VFs blocks while one is held through VFIO (see Deps.waitVFsFree).
 func (s *Session) setNumVFs(ctx context.Context, pci string, n int) error {
 	return setNumVFs(ctx, s.Sysfs, s.Wait, pci, n)
 }
 
-func setNumVFs(ctx context.Context, sys Sysfs, wait time.Duration, pci string, n int) error {
-	if err := WriteFile(sys.Attr(pci, "sriov_numvfs"), strconv.Itoa(n)); err != nil {
-		return err
-	}
-	return waitFor(ctx, wait, fmt.Sprintf("%d VFs on %s", n, pci), func() (bool, error) {
-		for j := range n {
-			if _, err := os.Stat(sys.Attr(pci, "virtfn"+strconv.Itoa(j))); err != nil {
-				return false, nil
-			}
-		}
-		_, err := os.Lstat(sys.Attr(pci, "virtfn"+strconv.Itoa(n)))
-		return err != nil, nil
-	})
+func setNumVFs(_ context.Context, sys Sysfs, _ time.Duration, pci string, n int) error {
+	return WriteFile(sys.Attr(pci, "sriov_numvfs"), strconv.Itoa(n))
 }
 
 func (s *Session) bindVFIO(ctx context.Context, pf, vf string) error {
@@ -190,8 +181,7 @@ func (s *Session) bindVFIO(ctx context.Context, pf, vf string) error {
 		if err := WriteFile(s.Sysfs.Attr(vf, "driver_override"), ModeVFIO); err != nil {
 			return err
 		}
-		if err := writeShared(ctx, s.Wait, s.Sysfs.DriverFile(ModeVFIO, "bind"), vf,
-			fmt.Sprintf("driver of %s to become %q", vf, ModeVFIO), driverIs(s.Sysfs, vf, ModeVFIO)); err != nil {
+		if err := WriteFile(s.Sysfs.DriverFile(ModeVFIO, "bind"), vf); err != nil {
 			return err
 		}
 		// Left set, the override would keep the VF on vfio-pci after the
@@ -213,11 +203,7 @@ func (s *Session) bindNetdevice(ctx context.Context, pf string, vf VF, target Ne
 		return vf, err
 	}
 	if cur == "" {
-		err := writeShared(ctx, s.Wait, s.Sysfs.DriversProbe(), vf.PCI, "a kernel driver to bind "+vf.PCI, func() (bool, error) {
-			d, err := s.Sysfs.Driver(vf.PCI)
-			return d != "", err
-		})
-		if err != nil {
+		if err := WriteFile(s.Sysfs.DriversProbe(), vf.PCI); err != nil {
 			return vf, err
 		}
 	}
@@ -227,6 +213,12 @@ func (s *Session) bindNetdevice(ctx context.Context, pf string, vf VF, target Ne
 	if vf.Driver, err = s.Sysfs.Driver(vf.PCI); err != nil {
 		return vf, err
 	}
+	if vf.Driver == "" {
+		// drivers_probe succeeds when no driver matches, too.
+		return vf, fmt.Errorf("no kernel driver took VF %s (is its VF driver loaded?)", vf.PCI)
+	}
+	// The VF driver registers the netdev from deferred work (iavf's
+	// init task), after the probe returned: this wait is the kernel's.
 	err = waitFor(ctx, s.Wait, "netdev of VF "+vf.PCI, func() (bool, error) {
 		macs, _ := netMACs(s.Sysfs, vf.PCI)
 		if len(macs) > 0 {
@@ -243,18 +235,12 @@ func (s *Session) bindNetdevice(ctx context.Context, pf string, vf VF, target Ne
 	return vf, nil
 }
 
-// unbind detaches bdf from driver (if any) and waits until it is free.
-func unbind(ctx context.Context, sys Sysfs, wait time.Duration, bdf, driver string) error {
+// unbind detaches bdf from driver (if any); the device is free when the
+// write returns. Unbinding from vfio-pci blocks while the VF's group is
+// held open (see Deps.waitVFIOFree).
+func unbind(_ context.Context, sys Sysfs, _ time.Duration, bdf, driver string) error {
 	if driver == "" {
 		return nil
 	}
-	return writeShared(ctx, wait, sys.DriverFile(driver, "unbind"), bdf,
-		fmt.Sprintf("driver of %s to become %q", bdf, ""), driverIs(sys, bdf, ""))
-}
-
-func driverIs(sys Sysfs, bdf, want string) func() (bool, error) {
-	return func() (bool, error) {
-		d, err := sys.Driver(bdf)
-		return d == want, err
-	}
+	return WriteFile(sys.DriverFile(driver, "unbind"), bdf)
 }

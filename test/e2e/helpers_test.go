@@ -231,6 +231,10 @@ func assertLaneGone(t *testing.T, r *rig.Rig, l *lane, pfs []rig.PFInfo) {
 	if _, err := os.Stat(filepath.Join(l.cfg.StateDir, "lanes", l.cfg.Name)); !os.IsNotExist(err) {
 		t.Errorf("lane dir of %s remains (%v)", l.cfg.Name, err)
 	}
+	// No netns pin (or any other mount) of the lane is left behind.
+	if mi, err := os.ReadFile("/proc/self/mountinfo"); err == nil && strings.Contains(string(mi), filepath.Join(l.cfg.StateDir, "lanes", l.cfg.Name)+"/") {
+		t.Errorf("a mount under the lane dir of %s remains", l.cfg.Name)
+	}
 }
 
 // startUp starts `up` and returns a channel of its output lines.

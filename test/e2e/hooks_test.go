@@ -65,12 +65,12 @@ func TestKubevirtciProviderHooksAndExport(t *testing.T) {
 		t.Errorf("hook environment lacks SRIOV_LANE_NAME or KUBECONFIG")
 	}
 	dir := filepath.Join(kv, "k3d-sriov")
-	for _, f := range []string{".kubeconfig", ".kubectl", "config-provider-e2e-h.sh"} {
+	for _, f := range []string{".kubeconfig", ".kubectl", "config-provider-k3d-sriov.sh"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Errorf("kubevirtci file %s: %v", f, err)
 		}
 	}
-	cp, _ := os.ReadFile(filepath.Join(dir, "config-provider-e2e-h.sh"))
+	cp, _ := os.ReadFile(filepath.Join(dir, "config-provider-k3d-sriov.sh"))
 	for _, want := range []string{"master_ip=127.0.0.1", "kubeconfig='" + filepath.Join(dir, ".kubeconfig") + "'", "kubectl='"} {
 		if !strings.Contains(string(cp), want) {
 			t.Errorf("config-provider file lacks %q:\n%s", want, cp)
@@ -91,7 +91,7 @@ func TestKubevirtciProviderHooksAndExport(t *testing.T) {
 	if !strings.Contains(string(links), "rgh") {
 		t.Errorf("agent-0's links do not show its PF:\n%s", links)
 	}
-	for _, f := range []string{".kubeconfig", ".kubectl", "config-provider-e2e-h.sh"} {
+	for _, f := range []string{".kubeconfig", ".kubectl", "config-provider-k3d-sriov.sh"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); !os.IsNotExist(err) {
 			t.Errorf("down left kubevirtci file %s", f)
 		}

@@ -5,6 +5,7 @@ import (
 	"log"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,20 +18,22 @@ type Rig struct {
 	Dir   string
 	State *State
 	Tree  sysfs.Tree
+	// Server serves the fake sysfs and /dev/vfio from this process.
+	Server *sysfs.Server
 }
 
 // LaneConfigPath is DIR/lane.yaml.
 func (r *Rig) LaneConfigPath() string { return filepath.Join(r.Dir, LaneFile) }
 
-// NewForTest brings up a rig with n PFs named <prefix>0.. and runs its
-// emulator inside the test process. Everything is undone when the test
+// NewForTest brings up a rig with n PFs named <prefix>0.. and serves its
+// fake sysfs and /dev/vfio (FUSE) from the test process. Everything is undone when the test
 // ends, even if it fails. Use a prefix unique to the test (see the brief's
 // name rules: links rg*, netns rg-*, so e.g. "rg-x").
 func NewForTest(t testing.TB, n int, prefix string) *Rig {
 	t.Helper()
 	testutil.RequireRoot(t)
 	dir := filepath.Join(t.TempDir(), "rig")
-	// Registered first so it runs last, after the emulator has stopped.
+	// Registered first so it runs last, after the server has unmounted.
 	t.Cleanup(func() {
 		if err := Down(dir); err != nil {
 			t.Errorf("rig down: %v", err)
@@ -42,41 +45,42 @@ func NewForTest(t testing.TB, n int, prefix string) *Rig {
 	if err != nil {
 		t.Fatalf("rig up: %v", err)
 	}
-	r := &Rig{Dir: dir, State: s, Tree: sysfs.Tree{Root: s.SysfsRoot}}
-	runCtx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	ready := make(chan struct{})
-	em := sysfs.NewEmulator(sysfs.EmulatorConfig{
-		Root:      s.SysfsRoot,
-		VFIODir:   s.VFIODir,
-		PeerNetns: s.PeersNetns,
-		Log:       log.New(testWriter{t}, "emulator: ", 0),
-		Ready:     func() { close(ready) },
-	})
-	go func() { done <- em.Run(runCtx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("emulator: %v", err)
-		}
-	})
-	select {
-	case <-ready:
-	case err := <-done:
-		done <- err
-		t.Fatalf("emulator failed to start: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("emulator not ready within 10s")
+	w := &testWriter{t: t}
+	srv, err := sysfs.Serve(s.ServeConfig(dir, log.New(w, "emulator: ", 0)))
+	if err != nil {
+		t.Fatalf("serving the fake sysfs: %v", err)
 	}
-	return r
+	t.Cleanup(func() {
+		if err := srv.Close(); err != nil {
+			t.Errorf("fake sysfs: %v", err)
+		}
+		w.stop()
+	})
+	return &Rig{Dir: dir, State: s, Tree: sysfs.Tree{Root: s.SysfsRoot}, Server: srv}
 }
 
 // testWriter sends emulator logs to the test log, which go test shows
 // only on failure or with -v. Logging after the test ends panics, so the
 // emulator is always stopped in a cleanup first.
-type testWriter struct{ t testing.TB }
+type testWriter struct {
+	t    testing.TB
+	mu   sync.Mutex
+	done bool
+}
 
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSuffix(string(p), "\n"))
+func (w *testWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.done {
+		w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	}
 	return len(p), nil
+}
+
+// stop drops later lines: a request the kernel still sends while the
+// test ends must not log into a finished test.
+func (w *testWriter) stop() {
+	w.mu.Lock()
+	w.done = true
+	w.mu.Unlock()
 }

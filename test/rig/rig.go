@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -107,21 +108,12 @@ func Up(ctx context.Context, opts Options) (*State, error) {
 	if err := ensurePFLinks(s); err != nil {
 		return nil, err
 	}
-	pfs := make([]sysfs.PF, len(s.PFs))
-	for i, pf := range s.PFs {
-		pfs[i] = sysfs.PF{Name: pf.Name, MAC: pf.MAC}
-	}
-	if err := sysfs.Build(s.SysfsRoot, pfs); err != nil {
-		return nil, fmt.Errorf("building fake sysfs in %s: %w", s.SysfsRoot, err)
-	}
-	if err := os.MkdirAll(s.VFIODir, 0o755); err != nil {
-		return nil, fmt.Errorf("creating fake VFIO dir: %w", err)
-	}
-	// A regular file stands in for the VFIO container device.
-	if f, err := os.OpenFile(filepath.Join(s.VFIODir, "vfio"), os.O_CREATE|os.O_WRONLY, 0o666); err != nil {
-		return nil, fmt.Errorf("creating fake /dev/vfio/vfio: %w", err)
-	} else {
-		f.Close()
+	// The fake sysfs and /dev/vfio are FUSE mounts served by the kernel
+	// emulator (sysfs.Serve); Up makes their mount points.
+	for _, d := range []string{s.SysfsRoot, s.VFIODir} {
+		if err := os.MkdirAll(d, 0o755); err != nil && !sysfs.Mounted(d) {
+			return nil, fmt.Errorf("creating mount point %s: %w", d, err)
+		}
 	}
 	if err := os.MkdirAll(filepath.Join(dir, laneStateDir), 0o755); err != nil {
 		return nil, fmt.Errorf("creating lane state dir: %w", err)
@@ -192,6 +184,22 @@ func ensurePFLinks(s *State) error {
 	return nil
 }
 
+// ServeConfig is how the emulator serves this rig's fake sysfs and fake
+// /dev/vfio; its PCI state persists in DIR/pci-state.json.
+func (s *State) ServeConfig(dir string, l *log.Logger) sysfs.ServeConfig {
+	pfs := make([]sysfs.PF, len(s.PFs))
+	for i, pf := range s.PFs {
+		pfs[i] = sysfs.PF{Name: pf.Name, MAC: pf.MAC}
+	}
+	return sysfs.ServeConfig{
+		SysfsDir: s.SysfsRoot,
+		VFIODir:  s.VFIODir,
+		KernelConfig: sysfs.KernelConfig{
+			PFs: pfs, PeerNetns: s.PeersNetns, StateFile: sysfs.StateFileIn(dir), Log: l,
+		},
+	}
+}
+
 // Down stops the emulator, deletes the rig's links and netns and removes
 // the files Up wrote. A missing or half-made rig is not an error.
 func Down(dir string) error {
@@ -208,6 +216,10 @@ func Down(dir string) error {
 		if err := stopEmulator(pid); err != nil {
 			errs = append(errs, err)
 		}
+		// A server that died (or a test process killed mid-run) leaves
+		// its mounts behind, dead: detach them before removing files.
+		sysfs.Unmount(s.SysfsRoot)
+		sysfs.Unmount(s.VFIODir)
 		// Deleting the private ends destroys every PF and VF veth pair,
 		// wherever the lane moved the other end.
 		if err := nsutil.Delete(s.PeersNetns); err != nil {
@@ -223,7 +235,8 @@ func Down(dir string) error {
 			}
 		}
 	}
-	for _, name := range []string{sysDir, devDir, laneStateDir, LaneFile, LogFile, PIDFile, StateFile + ".tmp"} {
+	for _, name := range []string{sysDir, devDir, laneStateDir, LaneFile, LogFile, PIDFile, StateFile + ".tmp",
+		filepath.Base(sysfs.StateFileIn(dir)), filepath.Base(sysfs.StateFileIn(dir)) + ".tmp"} {
 		if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
 			errs = append(errs, fmt.Errorf("removing rig file: %w", err))
 		}

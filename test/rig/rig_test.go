@@ -75,6 +75,12 @@ func TestUpDownIdempotent(t *testing.T) {
 	if got := hostLinksWithPrefix(t, prefix); len(got) != 3 {
 		t.Fatalf("host links after two ups: %v, want exactly 3", got)
 	}
+	// The emulator serves the fake sysfs and /dev/vfio at the rig's paths.
+	srv, err := sysfs.Serve(s2.ServeConfig(dir, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
 	for i, pf := range s2.PFs {
 		if pf.MAC != s1.PFs[i].MAC {
 			t.Errorf("PF %s MAC changed across ups: %s -> %s", pf.Name, s1.PFs[i].MAC, pf.MAC)
@@ -142,6 +148,9 @@ func TestUpDownIdempotent(t *testing.T) {
 		t.Errorf("host links with PF 0 away: %v, want 2", got)
 	}
 
+	if err := srv.Close(); err != nil {
+		t.Fatal(err)
+	}
 	start = time.Now()
 	if err := Down(dir); err != nil {
 		t.Fatal(err)

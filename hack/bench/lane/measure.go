@@ -28,7 +28,10 @@ import (
 type sample struct {
 	clusterRun, clusterDelete time.Duration
 	up, down                  time.Duration
-	steps                     []lane.StepTiming
+	// upOnDisk is up of the same lane with server.datastoreOnTmpfs false
+	// (up above has it true), for issue 12's tmpfs figure.
+	upOnDisk time.Duration
+	steps    []lane.StepTiming
 	// pfBack is the slowest PF's return in this down.
 	pfBack time.Duration
 	pfs    int
@@ -67,9 +70,14 @@ func (b *bench) measure(ctx context.Context) (results, error) {
 		if err := b.laneOnce(ctx, &s); err != nil {
 			return res, fmt.Errorf("iteration %d, lane: %w", i+1, err)
 		}
-		fmt.Fprintf(os.Stderr, "  #%d ClusterRun %s, up %s (create %s, wait %s, overhead %s), down %s, PF back %s\n",
+		var disk sample
+		if err := b.laneOnceWith(ctx, b.laneOnDisk, &disk); err != nil {
+			return res, fmt.Errorf("iteration %d, lane with the datastore on disk: %w", i+1, err)
+		}
+		s.upOnDisk = disk.up
+		fmt.Fprintf(os.Stderr, "  #%d ClusterRun %s, up %s (create %s, wait %s, overhead %s), down %s, PF back %s, up with datastore on disk %s\n",
 			i+1, sec(s.clusterRun), sec(s.up), sec(s.step(stepCreate)), sec(s.step(stepWait)), sec(s.overhead()),
-			sec(s.down), msec(s.pfBack))
+			sec(s.down), msec(s.pfBack), sec(s.upOnDisk))
 		res.samples = append(res.samples, s)
 	}
 	return res, nil
@@ -137,13 +145,19 @@ func writeMachineIDs(l *config.Lane) error {
 // laneOnce runs up and down in-process (what the CLI's commands call) and
 // checks that every PF is back on the host under its name.
 func (b *bench) laneOnce(ctx context.Context, s *sample) error {
+	return b.laneOnceWith(ctx, b.lane, s)
+}
+
+// laneOnceWith is laneOnce for lane l (the bench's lane or a variant of it
+// under the same name, rig and port).
+func (b *bench) laneOnceWith(ctx context.Context, l *config.Lane, s *sample) error {
 	var out bytes.Buffer
 	w := io.Writer(&out)
 	if b.o.verbose {
 		w = io.MultiWriter(&out, os.Stderr)
 	}
 	start := time.Now()
-	steps, err := lane.Up(ctx, b.lane, lane.UpOptions{Out: w, Verbose: true})
+	steps, err := lane.Up(ctx, l, lane.UpOptions{Out: w, Verbose: true})
 	s.up = time.Since(start)
 	if err != nil {
 		return fmt.Errorf("up: %w\n%s", err, indent(out.String()))
@@ -158,7 +172,7 @@ func (b *bench) laneOnce(ctx context.Context, s *sample) error {
 	}
 	out.Reset()
 	start = time.Now()
-	rep, err := lane.Down(ctx, b.lane, lane.DownOptions{Out: w, Verbose: true})
+	rep, err := lane.Down(ctx, l, lane.DownOptions{Out: w, Verbose: true})
 	s.down = time.Since(start)
 	if err != nil {
 		return fmt.Errorf("down: %w\n%s", err, indent(out.String()))
@@ -167,7 +181,7 @@ func (b *bench) laneOnce(ctx context.Context, s *sample) error {
 	for _, d := range rep.PFReturn {
 		s.pfBack = max(s.pfBack, d)
 	}
-	if want := b.lane.Agents * b.lane.PFsPerNode; s.pfs != want {
+	if want := l.Agents * l.PFsPerNode; s.pfs != want {
 		return fmt.Errorf("down returned %d PFs, the lane had %d", s.pfs, want)
 	}
 	var errs []error

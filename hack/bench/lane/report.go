@@ -67,6 +67,7 @@ func (r results) print(w io.Writer, desc string) (missed bool) {
 		}
 		row("  preflight, journal, setup", rest, sec)
 	}
+	row("sriov-lane up, datastore on disk", func(s sample) time.Duration { return s.upOnDisk }, sec)
 	row("sriov-lane down", func(s sample) time.Duration { return s.down }, sec)
 	row("PF back (slowest PF)", func(s sample) time.Duration { return s.pfBack }, msec)
 	row("lane overhead: up - (create + wait)", sample.overhead, sec)
@@ -76,6 +77,9 @@ func (r results) print(w io.Writer, desc string) (missed bool) {
 	run, up := r.median(func(s sample) time.Duration { return s.clusterRun }), r.median(func(s sample) time.Duration { return s.up })
 	if run > 0 {
 		fmt.Fprintf(w, "ratio up / ClusterRun alone: %.2fx\n", float64(up)/float64(run))
+	}
+	if disk := r.median(func(s sample) time.Duration { return s.upOnDisk }); up > 0 && disk > 0 {
+		fmt.Fprintf(w, "ratio up with the datastore on disk / on tmpfs (server.datastoreOnTmpfs): %.2fx\n", float64(disk)/float64(up))
 	}
 	verdict := func(what string, got, target time.Duration, unit func(time.Duration) string) {
 		v := "PASS"

@@ -7,7 +7,6 @@ import (
 	"log"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/docker/docker/client"
 	"golang.org/x/sys/unix"
@@ -34,7 +33,9 @@ type bench struct {
 	state    *rig.State
 	lane     *config.Lane
 	baseline *config.Lane
-	docker   *client.Client
+	// laneOnDisk is lane with server.datastoreOnTmpfs false.
+	laneOnDisk *config.Lane
+	docker     *client.Client
 
 	stopEmulator func() error
 }
@@ -73,7 +74,11 @@ func newBench(ctx context.Context, o options) (*bench, error) {
 		return b, err
 	}
 	l.Name, l.APIPort = laneName, o.port+1
+	l.Server.DatastoreOnTmpfs = ptrTo(true)
 	b.lane = l
+	onDisk := *l
+	onDisk.Server.DatastoreOnTmpfs = ptrTo(false)
+	b.laneOnDisk = &onDisk
 	base := *l
 	base.Name, base.APIPort = baselineName, o.port
 	b.baseline = &base
@@ -88,29 +93,17 @@ func (b *bench) startEmulator() error {
 	if err != nil {
 		return err
 	}
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	ready := make(chan struct{})
-	em := sysfs.NewEmulator(sysfs.EmulatorConfig{
-		Root: b.state.SysfsRoot, VFIODir: b.state.VFIODir, PeerNetns: b.state.PeersNetns,
-		Log: log.New(logf, "", log.Lmicroseconds), Ready: func() { close(ready) },
-	})
-	go func() { done <- em.Run(ctx) }()
+	srv, err := sysfs.Serve(b.state.ServeConfig(b.rigDir, log.New(logf, "", log.Lmicroseconds)))
+	if err != nil {
+		logf.Close()
+		return fmt.Errorf("serving the fake sysfs: %w", err)
+	}
 	b.stopEmulator = func() error {
-		stop()
-		err := <-done
+		err := srv.Close()
 		logf.Close()
 		return err
 	}
-	select {
-	case <-ready:
-		return nil
-	case err := <-done:
-		done <- err
-		return fmt.Errorf("emulator failed to start: %w", err)
-	case <-time.After(10 * time.Second):
-		return errors.New("emulator not ready within 10s")
-	}
+	return nil
 }
 
 func (b *bench) describe() string {
@@ -174,3 +167,5 @@ func checkNetnsName(name string) error {
 	}
 	return fmt.Errorf("%s exists but is not a network namespace (a stale, shadowed mount; cleared by reboot): pick another rig prefix, e.g. LANE_BENCH_ARGS='-prefix bl-b' make bench", p)
 }
+
+func ptrTo[T any](v T) *T { return &v }

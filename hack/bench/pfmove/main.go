@@ -8,6 +8,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
+	"log"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -22,6 +24,7 @@ import (
 	"github.com/sriov-lane/sriov-lane/pkg/lane/journal"
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
 	"github.com/sriov-lane/sriov-lane/test/rig"
+	"github.com/sriov-lane/sriov-lane/test/rig/sysfs"
 	"github.com/sriov-lane/sriov-lane/test/sriovtest"
 )
 
@@ -58,6 +61,13 @@ func run(ctx context.Context, iters int, script string, minRatio float64) error 
 	if err != nil {
 		return err
 	}
+	// The fake sysfs is served (FUSE) for as long as the bench runs, and
+	// stopped before the rig goes down.
+	srv, err := sysfs.Serve(st.ServeConfig(rigDir, log.New(io.Discard, "", 0)))
+	if err != nil {
+		return fmt.Errorf("serving the fake sysfs: %w", err)
+	}
+	defer srv.Close()
 	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 	if err != nil {
 		return err

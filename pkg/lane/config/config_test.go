@@ -150,3 +150,47 @@ func TestParseVolume(t *testing.T) {
 		t.Fatal("bad filter accepted")
 	}
 }
+
+const laneHead = "apiVersion: sriov-lane.io/v1alpha1\nkind: Lane\n"
+
+// The YAML library reads a stream's first document and drops the rest: a
+// second lane config in the file must be refused, not silently ignored.
+func TestMultiDocumentFileRefused(t *testing.T) {
+	cases := []struct{ body, want string }{
+		{laneHead + "name: first\n---\n" + laneHead + "name: second\n", "document 2 (line 5): a lane config holds one document; found 2"},
+		{laneHead + "name: a\n---\nname: b\n---\nname: c\n", "document 2 (line 5): a lane config holds one document; found 3"},
+		{"---\n" + laneHead + "---\n---\nagents: 3\n", "document 3 (line 6): a lane config holds one document; found 2"},
+	}
+	for _, c := range cases {
+		p := writeFile(t, c.body)
+		_, err := Load(Source{File: p})
+		if err == nil || !IsInvalid(err) || !strings.Contains(err.Error(), p+": "+c.want) {
+			t.Errorf("%q: want an invalid-input error saying %q after the file name, got %v", c.body, c.want, err)
+		}
+	}
+}
+
+// Empty documents (a stray `---` at either end, or doubled) hold no
+// settings: they are skipped, and the one document with content is read
+// wherever it stands.
+func TestEmptyDocumentsTolerated(t *testing.T) {
+	for _, body := range []string{
+		laneHead + "name: one\n---\n",
+		"---\n" + laneHead + "name: one\n---\n# nothing here\n---\n",
+		"---\n---\n" + laneHead + "name: one\n",
+		"# a comment\n---\n\n---\n" + laneHead + "name: one\nregistry:\n  enabled: false\n---\n",
+	} {
+		l, err := Load(Source{File: writeFile(t, body)})
+		if err != nil {
+			t.Errorf("%q: %v", body, err)
+			continue
+		}
+		if l.Name != "one" {
+			t.Errorf("%q: name %q, want one: the document with content was not the one read", body, l.Name)
+		}
+	}
+	p := writeFile(t, "---\n---\n"+laneHead+"registry:\n  adress: x\n")
+	if _, err := Load(Source{File: p}); err == nil || !strings.Contains(err.Error(), "registry.adress") {
+		t.Errorf("unknown field after leading empty documents: %v", err)
+	}
+}

@@ -2,8 +2,10 @@ package config
 
 import "time"
 
-// Pinned defaults. K3sImage pairs with the k3d library version in go.mod
-// (k3d v5.9.0 defaults to this k3s line).
+// Pinned defaults. K3sImage must be pinned here: k3d used as a library
+// defaults to rancher/k3s:v1.32.5-k3s1 (k3d-io/k3d version/version.go@v5.9.0;
+// only k3d's release binaries substitute the stable channel at build time),
+// and the pinned Calico (pkg/cni CalicoVersion) is tested on 1.34-1.36.
 const (
 	DefaultName           = "sriov"
 	DefaultK3sImage       = "rancher/k3s:v1.35.5-k3s1"
@@ -61,6 +63,20 @@ func SetDefaults(l *Lane) {
 	str(&l.Kubelet.CPUManagerPolicy, "static")
 	str(&l.Kubelet.KubeReserved, "cpu=500m")
 	str(&l.Kubelet.SystemReserved, "cpu=500m")
+	// kind-sriov's provider sets single-numa-node
+	// (kubevirt/kubevirtci cluster-up/cluster/kind-sriov/provider.sh@39bd4947ba4d);
+	// the scope is kubelet's default (kubernetes/kubernetes
+	// pkg/kubelet/apis/config/v1beta1/defaults.go@v1.35.5).
+	str(&l.Kubelet.TopologyManagerPolicy, TopologyPolicySingleNumaNode)
+	str(&l.Kubelet.TopologyManagerScope, TopologyScopeContainer)
+	// kind-sriov keeps etcd in memory unless told not to
+	// (KUBEVIRT_WITH_KIND_ETCD_IN_MEMORY defaults to true,
+	// kubevirt/kubevirtci cluster-up/cluster/kind/common.sh@39bd4947ba4d).
+	if l.Server.DatastoreOnTmpfs == nil {
+		l.Server.DatastoreOnTmpfs = ptr(true)
+	}
+	// kubevirtci leaves IPFAMILY empty, i.e. kind's default, IPv4.
+	str(&l.IPFamily, IPFamilyIPv4)
 	if l.Wait.DaemonSets == nil {
 		l.Wait.DaemonSets = ptr(true)
 	}
@@ -73,6 +89,11 @@ func ptr[T any](v T) *T { return &v }
 
 // RegistryEnabled reports whether the lane runs a local registry.
 func (l *Lane) RegistryEnabled() bool { return l.Registry.Enabled == nil || *l.Registry.Enabled }
+
+// DatastoreOnTmpfs reports whether the server's datastore is on a tmpfs.
+func (l *Lane) DatastoreOnTmpfs() bool {
+	return l.Server.DatastoreOnTmpfs == nil || *l.Server.DatastoreOnTmpfs
+}
 
 // WaitDaemonSets reports whether `up` waits for DaemonSet rollouts.
 func (l *Lane) WaitDaemonSets() bool { return l.Wait.DaemonSets == nil || *l.Wait.DaemonSets }

@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
+	yamlv3 "go.yaml.in/yaml/v3"
 	"sigs.k8s.io/yaml"
 )
 
@@ -69,6 +71,7 @@ func Settings() []Setting {
 		{"resource-name", []string{"SRIOV_LANE_RESOURCE_NAME"}, "string", "extended resource name", strSetter(func(l *Lane) *string { return &l.ResourceName })},
 		{"node-label", []string{"SRIOV_LANE_NODE_LABEL"}, "string", "key=value label for agents with PFs", strSetter(func(l *Lane) *string { return &l.NodeLabel })},
 		{"cni", []string{"SRIOV_LANE_CNI"}, "string", "flannel or calico", strSetter(func(l *Lane) *string { return &l.CNI })},
+		{"ip-family", []string{"SRIOV_LANE_IP_FAMILY", "IPFAMILY"}, "string", "cluster IP family: ipv4, ipv6 or dual", strSetter(func(l *Lane) *string { return &l.IPFamily })},
 		{"k3s-image", []string{"SRIOV_LANE_K3S_IMAGE"}, "string", "k3s node image", strSetter(func(l *Lane) *string { return &l.K3sImage })},
 		{"tools-image", []string{"SRIOV_LANE_TOOLS_IMAGE"}, "string", "k3d tools image (mirrors, air-gapped hosts)", strSetter(func(l *Lane) *string { return &l.ToolsImage })},
 		{"api-port", []string{"SRIOV_LANE_API_PORT", "HOST_PORT"}, "int", "host port of the Kubernetes API on 127.0.0.1", intSetter("apiPort", func(l *Lane) *int { return &l.APIPort })},
@@ -88,6 +91,24 @@ func Settings() []Setting {
 		{"state-dir", []string{"SRIOV_LANE_STATE_DIR"}, "string", "journals and leases", strSetter(func(l *Lane) *string { return &l.StateDir })},
 		{"volume", []string{"SRIOV_LANE_VOLUMES"}, "list", "extra mount HOST:CONTAINER@NODEFILTER", listSetter(func(l *Lane) *[]string { return &l.Volumes })},
 		{"image-registry-mirror", []string{"SRIOV_LANE_IMAGE_REGISTRY_MIRROR"}, "string", "mirror for every image the lane pulls", strSetter(func(l *Lane) *string { return &l.ImageRegistryMirror })},
+		{"topology-manager-policy", []string{"SRIOV_LANE_TOPOLOGY_MANAGER_POLICY", "KUBEVIRT_TOPOLOGY_MANAGER_POLICY"}, "string", "agents' kubelet topology manager policy: none, best-effort, restricted, single-numa-node", strSetter(func(l *Lane) *string { return &l.Kubelet.TopologyManagerPolicy })},
+		{"topology-manager-scope", []string{"SRIOV_LANE_TOPOLOGY_MANAGER_SCOPE"}, "string", "agents' kubelet topology manager scope: container or pod", strSetter(func(l *Lane) *string { return &l.Kubelet.TopologyManagerScope })},
+		{"datastore-on-tmpfs", []string{"SRIOV_LANE_DATASTORE_ON_TMPFS", "KUBEVIRT_WITH_KIND_ETCD_IN_MEMORY"}, "bool", "keep the k3s server's datastore on a tmpfs", func(l *Lane, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return invalid("server.datastoreOnTmpfs", "true or false", "%q", v)
+			}
+			l.Server.DatastoreOnTmpfs = &b
+			return nil
+		}},
+		{"network-resources-injector", []string{"SRIOV_LANE_NETWORK_RESOURCES_INJECTOR"}, "bool", "deploy network-resources-injector: pods get VF requests from their NADs", func(l *Lane, v string) error {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return invalid("components.networkResourcesInjector", "true or false", "%q", v)
+			}
+			l.Components.NetworkResourcesInjector = b
+			return nil
+		}},
 		{"kubeconfig", []string{"SRIOV_LANE_KUBECONFIG"}, "string", "where to write the lane's kubeconfig", strSetter(func(l *Lane) *string { return &l.Kubeconfig })},
 		{"wait-timeout", []string{"SRIOV_LANE_WAIT_TIMEOUT"}, "duration", "how long up waits for the cluster and VFs", func(l *Lane, v string) error {
 			d, err := time.ParseDuration(v)
@@ -219,10 +240,14 @@ func Load(src Source) (*Lane, error) {
 }
 
 // DecodeStrict decodes YAML (or JSON) into l, rejecting unknown fields and
-// naming them with their path.
+// naming them with their path, and a file of more than one document.
 func DecodeStrict(b []byte, l *Lane) error {
 	if len(bytes.TrimSpace(b)) == 0 {
 		return errors.New("file is empty")
+	}
+	b, err := oneDocument(b)
+	if err != nil {
+		return err
 	}
 	unknown, err := unknownFields(b)
 	if err != nil {
@@ -232,6 +257,54 @@ func DecodeStrict(b []byte, l *Lane) error {
 		return fmt.Errorf("unknown field(s) %s", strings.Join(unknown, ", "))
 	}
 	return yaml.UnmarshalStrict(b, l)
+}
+
+// oneDocument returns the lane config's one document. The YAML library
+// would read the first document and drop the rest without a word, so a
+// second document with content is refused. Empty documents (a stray `---`
+// at either end, or doubled) hold no settings and are skipped; documents are
+// numbered as the file has them, empty ones included.
+func oneDocument(b []byte) ([]byte, error) {
+	dec := yamlv3.NewDecoder(bytes.NewReader(b))
+	found, firstExtra, extraLine := 0, 0, 0
+	for n := 1; ; n++ {
+		var doc yamlv3.Node
+		err := dec.Decode(&doc)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("document %d: %w", n, err)
+		}
+		if emptyDocument(&doc) {
+			continue
+		}
+		found++
+		switch {
+		case found == 1 && n > 1:
+			// Empty documents came first: hand on this one alone, since
+			// the decoder behind DecodeStrict would stop at the first.
+			if b, err = yamlv3.Marshal(&doc); err != nil {
+				return nil, fmt.Errorf("document %d: %w", n, err)
+			}
+		case found == 2:
+			firstExtra, extraLine = n, doc.Content[0].Line
+		}
+	}
+	if found > 1 {
+		return nil, fmt.Errorf("document %d (line %d): a lane config holds one document; found %d", firstExtra, extraLine, found)
+	}
+	return b, nil
+}
+
+// emptyDocument reports whether doc holds nothing: YAML reads an empty
+// document (or one of comments only) as a single null.
+func emptyDocument(doc *yamlv3.Node) bool {
+	if len(doc.Content) != 1 {
+		return len(doc.Content) == 0
+	}
+	c := doc.Content[0]
+	return c.Kind == yamlv3.ScalarNode && c.Tag == "!!null"
 }
 
 // Marshal renders l as YAML (defaulted, as `plan` prints it).

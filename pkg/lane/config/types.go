@@ -16,6 +16,25 @@ const (
 	VFDriverNetdevice = "netdevice"
 )
 
+// IP families of the cluster network (kubevirtci's IPFAMILY values,
+// kubevirt/kubevirtci cluster-up/cluster/kind/common.sh@39bd4947ba4d).
+const (
+	IPFamilyIPv4 = "ipv4"
+	IPFamilyIPv6 = "ipv6"
+	IPFamilyDual = "dual"
+)
+
+// Kubelet topology manager policies and scopes, as kubelet spells them
+// (kubernetes/kubernetes pkg/kubelet/apis/config/validation/validation.go@v1.35.5).
+const (
+	TopologyPolicyNone           = "none"
+	TopologyPolicyBestEffort     = "best-effort"
+	TopologyPolicyRestricted     = "restricted"
+	TopologyPolicySingleNumaNode = "single-numa-node"
+	TopologyScopeContainer       = "container"
+	TopologyScopePod             = "pod"
+)
+
 // CNIs the lane can deploy as the cluster's primary network.
 const (
 	CNIFlannel = "flannel"
@@ -41,6 +60,9 @@ type Lane struct {
 	// DaemonSets select on it.
 	NodeLabel string `json:"nodeLabel"`
 	CNI       string `json:"cni"`
+	// IPFamily is the cluster network's IP family: ipv4, ipv6 or dual
+	// (kubevirtci's IPFAMILY).
+	IPFamily string `json:"ipFamily"`
 	// K3sImage is the node image, pinned to a real rancher/k3s release.
 	K3sImage string `json:"k3sImage"`
 	// ToolsImage overrides k3d's tools image (air-gapped hosts, mirrors).
@@ -60,12 +82,25 @@ type Lane struct {
 	Volumes             []string `json:"volumes,omitempty"`
 	ImageRegistryMirror string   `json:"imageRegistryMirror,omitempty"`
 	Kubelet             Kubelet  `json:"kubelet"`
+	Server              Server   `json:"server"`
 	// Kubeconfig is where the lane's kubeconfig is written (mode 0600).
 	Kubeconfig  string   `json:"kubeconfig,omitempty"`
 	Wait        Wait     `json:"wait"`
 	Calico      Calico   `json:"calico,omitempty"`
 	Hooks       Hooks    `json:"hooks,omitempty"`
 	WaitTimeout Duration `json:"waitTimeout"`
+
+	// Components switches optional network components on.
+	Components Components `json:"components"`
+}
+
+// Components are optional network components, all off by default.
+type Components struct {
+	// NetworkResourcesInjector deploys network-resources-injector, a
+	// webhook that adds to a pod the VF resource requests of the
+	// NetworkAttachmentDefinitions it names (their
+	// k8s.v1.cni.cncf.io/resourceName), as kubevirtci's kind-sriov does.
+	NetworkResourcesInjector bool `json:"networkResourcesInjector"`
 }
 
 // Registry is the lane's local image registry for the dev loop.
@@ -77,17 +112,33 @@ type Registry struct {
 }
 
 // PFSelect narrows which PFs the lane may take. Entries are interface
-// names, PCI addresses or globs of either.
+// names, PCI addresses or globs of either; a PF the host uses (default route,
+// global address) is taken only when Include names it exactly.
 type PFSelect struct {
 	Include []string `json:"include,omitempty"`
 	Exclude []string `json:"exclude,omitempty"`
 }
 
-// Kubelet settings applied to agents (kubevirtci's CPU-manager set-up).
+// Kubelet settings applied to agents (kubevirtci's CPU-manager and
+// topology-manager set-up).
 type Kubelet struct {
 	CPUManagerPolicy string `json:"cpuManagerPolicy"`
 	KubeReserved     string `json:"kubeReserved"`
 	SystemReserved   string `json:"systemReserved"`
+	// TopologyManagerPolicy is kubelet's --topology-manager-policy: none,
+	// best-effort, restricted or single-numa-node (kind-sriov's).
+	TopologyManagerPolicy string `json:"topologyManagerPolicy"`
+	// TopologyManagerScope is kubelet's --topology-manager-scope:
+	// container (kubelet's default) or pod.
+	TopologyManagerScope string `json:"topologyManagerScope"`
+}
+
+// Server settings for the k3s server node.
+type Server struct {
+	// DatastoreOnTmpfs puts the server's datastore directory
+	// (/var/lib/rancher/k3s/server/db) on a tmpfs, as kind-sriov puts etcd
+	// in memory. Faster; the datastore does not survive the container.
+	DatastoreOnTmpfs *bool `json:"datastoreOnTmpfs"`
 }
 
 // Wait says what `up` waits for before it returns.
@@ -99,8 +150,11 @@ type Wait struct {
 
 // Calico settings for cni: calico.
 type Calico struct {
-	// ManifestFile replaces the pinned download (air-gapped hosts).
-	ManifestFile string `json:"manifestFile,omitempty"`
+	// ManifestDir holds the pinned release's manifests under their
+	// upstream names (operator-crds.yaml, tigera-operator.yaml) and
+	// replaces the download (air-gapped hosts); each is still checked
+	// against its pinned sha256.
+	ManifestDir string `json:"manifestDir,omitempty"`
 }
 
 // Hooks are commands run at fixed points of the lane's life.

@@ -77,6 +77,11 @@ func Validate(l *Lane) error {
 	if l.CNI != CNIFlannel && l.CNI != CNICalico {
 		add(invalid("cni", "one of flannel, calico", "%q is unknown", l.CNI))
 	}
+	switch l.IPFamily {
+	case IPFamilyIPv4, IPFamilyIPv6, IPFamilyDual:
+	default:
+		add(invalid("ipFamily", "one of ipv4, ipv6, dual (kubevirtci's IPFAMILY)", "%q is unknown", l.IPFamily))
+	}
 	if !dnsSubRE.MatchString(l.ResourcePrefix) {
 		add(invalid("resourcePrefix", "a DNS subdomain such as kubevirt.io", "%q", l.ResourcePrefix))
 	}
@@ -121,6 +126,19 @@ func Validate(l *Lane) error {
 	}
 	if l.Kubelet.CPUManagerPolicy != "static" && l.Kubelet.CPUManagerPolicy != "none" {
 		add(invalid("kubelet.cpuManagerPolicy", "static or none", "%q", l.Kubelet.CPUManagerPolicy))
+	}
+	// Kubelet refuses any other policy or scope at start-up, which would
+	// leave the agents NotReady after the PFs moved; it ties neither to the
+	// CPU manager policy, and ignores the scope under policy none
+	// (kubernetes/kubernetes pkg/kubelet/apis/config/validation/validation.go
+	// and pkg/kubelet/cm/topologymanager/topology_manager.go@v1.35.5).
+	switch l.Kubelet.TopologyManagerPolicy {
+	case TopologyPolicyNone, TopologyPolicyBestEffort, TopologyPolicyRestricted, TopologyPolicySingleNumaNode:
+	default:
+		add(invalid("kubelet.topologyManagerPolicy", "none, best-effort, restricted or single-numa-node", "%q", l.Kubelet.TopologyManagerPolicy))
+	}
+	if l.Kubelet.TopologyManagerScope != TopologyScopeContainer && l.Kubelet.TopologyManagerScope != TopologyScopePod {
+		add(invalid("kubelet.topologyManagerScope", "container or pod", "%q", l.Kubelet.TopologyManagerScope))
 	}
 	for i, h := range append(append([][]string{}, l.Hooks.PostUp...), l.Hooks.PreDown...) {
 		if len(h) == 0 || h[0] == "" {

@@ -170,3 +170,35 @@ func TestLockHeldAcrossProcesses(t *testing.T) {
 	}
 	j.Close()
 }
+
+// Only undoes the entries it accepts, newest first, and leaves the others
+// pending for a later Reverse.
+func TestReverseOnly(t *testing.T) {
+	j, err := Open(filepath.Join(t.TempDir(), FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	for _, op := range []string{"t.keep", "t.undo", "t.keep", "t.undo"} {
+		e, _ := j.Begin(op, nil)
+		j.Done(e)
+	}
+	var order []int
+	u := Undoers{
+		"t.undo": func(_ context.Context, e *Entry) (string, error) { order = append(order, e.Seq); return "", nil },
+		"t.keep": func(_ context.Context, e *Entry) (string, error) { t.Errorf("entry %d undone", e.Seq); return "", nil },
+	}
+	if err := Reverse(context.Background(), j, u, ReverseOptions{Only: func(e *Entry) bool { return e.Op == "t.undo" }}); err != nil {
+		t.Fatal(err)
+	}
+	if len(order) != 2 || order[0] < order[1] {
+		t.Fatalf("undone %v, want the two t.undo entries newest first", order)
+	}
+	var left []string
+	for _, e := range j.Pending() {
+		left = append(left, e.Op)
+	}
+	if strings.Join(left, ",") != "t.keep,t.keep" {
+		t.Fatalf("pending after Only: %v", left)
+	}
+}

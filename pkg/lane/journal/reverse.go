@@ -37,6 +37,9 @@ type ReverseOptions struct {
 	Report func(e *Entry, note string, err error)
 	// Until stops once every entry with Seq >= Until is undone (0: all).
 	Until int
+	// Only, when set, narrows the undo to the entries it accepts; the
+	// others stay pending (repair undoes one agent's share of a lane).
+	Only func(e *Entry) bool
 }
 
 // Reverse undoes every pending entry of j, newest first, marking each undone
@@ -46,6 +49,9 @@ func Reverse(ctx context.Context, j *Journal, undoers Undoers, opts ReverseOptio
 	for _, e := range j.Pending() {
 		if e.Seq < opts.Until {
 			break
+		}
+		if opts.Only != nil && !opts.Only(e) {
+			continue
 		}
 		if err := ctx.Err(); err != nil {
 			return errors.Join(append(errs, err)...)

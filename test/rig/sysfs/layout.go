@@ -1,7 +1,14 @@
-// Package sysfs builds a fake PCI sysfs tree laid out like the real /sys for
-// SR-IOV NICs, and emulates the kernel's reactions to writes into it. It is
-// the stand-in for SR-IOV hardware on machines that have none; see the
-// "Fake sysfs layout" contract in the project notes.
+// Package sysfs is the stand-in for SR-IOV hardware on machines that have
+// none: a fake PCI sysfs laid out like the real /sys for SR-IOV NICs.
+//
+// Serve (kernel.go, fuse.go) is the one the rig uses: a FUSE file system
+// whose stores behave like the kernel's (synchronous, with its errnos,
+// blocking on an open VFIO group) and whose class/net and net/ directories
+// show the calling process's network namespace.
+//
+// Build and Emulator (this file, emulator.go, watch.go) are the older
+// plain-file tree with an inotify emulator that applies writes after they
+// return; only the stand-in node tests (test/standin) still use them.
 package sysfs
 
 import (

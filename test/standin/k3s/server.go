@@ -22,7 +22,11 @@ const (
 	defaultKubeconfigOutput = "/output/kubeconfig.yaml"
 	localKubeconfig         = "/etc/rancher/k3s/k3s.yaml"
 	corednsManifest         = "/var/lib/rancher/k3s/server/manifests/coredns.yaml"
-	serverDataDir           = "/var/lib/rancher/k3s/server/standin"
+	// serverDataDir is k3s's datastore dir: etcd keeps its data in
+	// <dir>/etcd, where k3s's embedded etcd has it, so a lane's
+	// server.datastoreOnTmpfs mount holds the stand-in's etcd as it would
+	// k3s's (certificates and logs of the stand-in sit beside it).
+	serverDataDir = "/var/lib/rancher/k3s/server/db"
 )
 
 // runServer starts what a k3s server runs (k3s-io/k3s

@@ -1,6 +1,6 @@
 // Command lane-rig brings the SR-IOV stand-in rig up and down for manual
-// runs and for `make test-env`: veth PFs, a fake sysfs tree and a detached
-// kernel emulator process.
+// runs and for `make test-env`: veth PFs and a detached kernel emulator
+// process serving the fake sysfs and /dev/vfio over FUSE.
 package main
 
 import (
@@ -100,7 +100,7 @@ func newEmulate() *cobra.Command {
 	var dir string
 	cmd := &cobra.Command{
 		Use:    "emulate",
-		Short:  "Run the kernel emulator for a rig in the foreground (started by up)",
+		Short:  "Serve a rig's fake sysfs and /dev/vfio in the foreground (started by up)",
 		Hidden: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			d, err := absDir(dir)
@@ -117,16 +117,16 @@ func newEmulate() *cobra.Command {
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
 			logger := log.New(os.Stderr, "", log.LstdFlags|log.Lmicroseconds)
-			em := sysfs.NewEmulator(sysfs.EmulatorConfig{
-				Root: s.SysfsRoot, VFIODir: s.VFIODir, PeerNetns: s.PeersNetns, Log: logger,
-				Ready: func() {
-					if err := rig.WritePIDFile(d); err != nil {
-						logger.Printf("writing pid file: %v", err)
-					}
-					logger.Printf("emulating %s", s.SysfsRoot)
-				},
-			})
-			err = em.Run(ctx)
+			srv, err := sysfs.Serve(s.ServeConfig(d, logger))
+			if err != nil {
+				return err
+			}
+			if err := rig.WritePIDFile(d); err != nil {
+				logger.Printf("writing pid file: %v", err)
+			}
+			logger.Printf("serving %s and %s", s.SysfsRoot, s.VFIODir)
+			<-ctx.Done()
+			err = srv.Close()
 			logger.Printf("emulator stopped: %v", err)
 			return err
 		},

@@ -1,0 +1,51 @@
+package cmd
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sriov-lane/sriov-lane/pkg/lane"
+	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
+)
+
+func newRepairCmd(g *globals) *cobra.Command {
+	var all bool
+	var lf *laneFlags
+	c := &cobra.Command{
+		Use:   "repair",
+		Short: "Put a degraded lane's PFs back into their agents and wait for allocatable",
+		Long: `repair fixes what status reports as degraded: an agent that restarted runs in a new
+network namespace while its PFs wait in the old one, which the lane pinned. For each
+such agent it takes the PFs back (VFs removed, PF home), then moves them into the
+running agent and recreates and binds the VFs as up did, and waits until every agent
+advertises its VFs again. It is journalled like up: down works at any point, and a
+repair that failed can be run again. An agent that is stopped must be started first;
+one that was removed cannot be repaired (run down, then up).`,
+		Example: `  sriov-lane status --name sriov || sriov-lane repair --name sriov
+  sriov-lane repair --config lane.yaml -v
+  sriov-lane repair --all`,
+		Args: noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			failed, _, err := lf.eachLane(all, func(l *config.Lane) error {
+				rep, err := lane.Repair(c.Context(), l, lane.RepairOptions{Out: g.streams.Out, Verbose: g.verbose})
+				if err == nil && len(rep.Repaired) > 0 {
+					fmt.Fprintf(g.streams.Out, "lane %s repaired (%s)\n", l.Name, strings.Join(rep.Repaired, ", "))
+				}
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if len(failed) > 0 {
+				return fmt.Errorf("%d lane(s) not repaired: %v", len(failed), failed)
+			}
+			return nil
+		},
+	}
+	lf = addLaneFlags(c, false)
+	lf.settings = config.AddFlagsOnly(c.Flags(), "state-dir")
+	c.Flags().BoolVar(&all, "all", false, "repair every lane of this host (this state dir)")
+	return c
+}

@@ -1,0 +1,159 @@
+package lane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/sriov-lane/sriov-lane/pkg/cni"
+	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
+	"github.com/sriov-lane/sriov-lane/pkg/lane/journal"
+	"github.com/sriov-lane/sriov-lane/pkg/provider"
+	"github.com/sriov-lane/sriov-lane/pkg/sriov"
+)
+
+// RepairOptions tune Repair.
+type RepairOptions struct {
+	Out     io.Writer
+	Verbose bool
+}
+
+// RepairReport says what Repair did.
+type RepairReport struct {
+	// Repaired are the agents whose PFs were put back.
+	Repaired []string
+}
+
+// Repair puts a degraded lane's PFs back into their agents. An agent that
+// restarted runs in a new netns while its PFs wait in the old, pinned one:
+// for each such agent, repair undoes the agent's share of the journal (its
+// VFs, the moves into the old netns, the pin), then does it again into the
+// running container, as up did, and waits for allocatable. Every change is
+// journalled as in up, so down works at any point of it, and a repair that
+// fails half way can be run again.
+func Repair(ctx context.Context, l *config.Lane, opts RepairOptions) (RepairReport, error) {
+	var rep RepairReport
+	if _, err := os.Stat(JournalPath(l)); errors.Is(err, os.ErrNotExist) {
+		return rep, fmt.Errorf("lane %s does not exist (no journal %s)", l.Name, JournalPath(l))
+	}
+	c, closeLane, err := openLane(l, opts.Out, opts.Verbose)
+	if err != nil {
+		return rep, err
+	}
+	defer closeLane()
+	j, cli, status := c.Journal, c.Docker, c.Status
+	c.SRIOV = &sriov.Session{Journal: j, Sysfs: sriov.Sysfs{Root: l.SysfsRoot}, Docker: cli, Log: func(m string) { status.Infof("%s", m) }}
+
+	status.Start("find what moved")
+	broken, want, err := brokenAgents(ctx, c)
+	status.End(err)
+	if err != nil {
+		return rep, err
+	}
+	if len(broken) == 0 {
+		status.Infof("lane %s is healthy: nothing to repair", l.Name)
+		return rep, nil
+	}
+	undo := undoers(l, cli, c.Provider, false)
+	for _, b := range broken {
+		pcis := map[string]bool{}
+		for _, pf := range b.pfs {
+			pcis[pf.PCI] = true
+		}
+		status.Start("take back the PFs of " + b.agent.Name)
+		err := journal.Reverse(ctx, j, undo, journal.ReverseOptions{
+			Only:   func(e *journal.Entry) bool { return sriov.OfAgent(e, b.agent.Name, pcis) },
+			Report: c.reportUndo,
+		})
+		status.End(err)
+		if err != nil {
+			return rep, fmt.Errorf("repairing lane %s: %w", l.Name, err)
+		}
+		// Up's own steps, narrowed to this agent and its PFs.
+		c.Agents, c.Leased, c.Placements = []provider.Node{b.agent}, b.pfs, nil
+		for _, s := range []Step{{"bind PFs into " + b.agent.Name, stepBindPFs}, {"create VFs and bind drivers", stepVFs}} {
+			status.Start(s.Name)
+			err := s.Run(ctx, c)
+			status.End(err)
+			if err != nil {
+				return rep, fmt.Errorf("repairing lane %s: %s: %w", l.Name, s.Name, err)
+			}
+		}
+		rep.Repaired = append(rep.Repaired, b.agent.Name)
+	}
+
+	status.Start("wait for VFs")
+	err = waitAllocatable(ctx, l, want)
+	status.End(err)
+	return rep, err
+}
+
+type brokenAgent struct {
+	agent provider.Node
+	pfs   []sriov.PF
+}
+
+// brokenAgents finds the agents whose PFs are not in their current netns,
+// and what every agent must advertise once repaired. An agent that is not
+// running, or gone, cannot be repaired: the error says what to do.
+func brokenAgents(ctx context.Context, c *Context) ([]brokenAgent, map[string]int64, error) {
+	l := c.Lane
+	agents, err := c.Provider.Agents(ctx, l.ClusterName())
+	if err != nil {
+		return nil, nil, err
+	}
+	byName := map[string]provider.Node{}
+	for _, a := range agents {
+		byName[a.Name] = a
+	}
+	var order []string
+	pfs := map[string][]sriov.PF{}
+	for _, p := range PlacementsFromJournal(c.Journal.Entries()) {
+		if _, seen := pfs[p.Node]; !seen {
+			order = append(order, p.Node)
+		}
+		pfs[p.Node] = append(pfs[p.Node], p.PF)
+	}
+	if len(order) == 0 {
+		return nil, nil, fmt.Errorf("lane %s has no PFs in agents (up did not get that far): run 'sriov-lane down --name %s'", l.Name, l.Name)
+	}
+	var out []brokenAgent
+	want := map[string]int64{}
+	for _, name := range order {
+		want[name] = int64(l.VFsPerPF * len(pfs[name]))
+		a, ok := byName[name]
+		if !ok {
+			return nil, nil, fmt.Errorf("agent %s is gone (container removed): a lane cannot get it back; run 'sriov-lane down --name %s', then up", name, l.Name)
+		}
+		container := sriov.ContainerTarget{ID: a.ContainerID, Name: a.Name, Docker: c.Docker}
+		pin := sriov.PinnedTarget{Path: PinPath(l, name), Name: name}
+		for _, pf := range pfs[name] {
+			w, err := sriov.Locate(ctx, container, pin, pf.MAC)
+			if err != nil {
+				return nil, nil, fmt.Errorf("locating %s: %w", pf, err)
+			}
+			if w.AgentDown {
+				return nil, nil, fmt.Errorf("agent %s is not running: start it (docker start %s), then run repair again", name, name)
+			}
+			if !w.InAgent {
+				out = append(out, brokenAgent{agent: a, pfs: pfs[name]})
+				break
+			}
+		}
+	}
+	return out, want, nil
+}
+
+// waitAllocatable waits until every agent advertises want of the lane's
+// resource again.
+func waitAllocatable(ctx context.Context, l *config.Lane, want map[string]int64) error {
+	cs := clientsetFor(l)
+	if cs == nil {
+		return fmt.Errorf("no kubeconfig at %s to wait for allocatable", KubeconfigPath(l))
+	}
+	ctx, cancel := context.WithTimeout(ctx, l.WaitTimeout.Duration)
+	defer cancel()
+	return cni.WaitAllocatable(ctx, cs, want, l.Resource())
+}

@@ -1,0 +1,142 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sriov-lane/sriov-lane/test/kubevirtci"
+	"github.com/sriov-lane/sriov-lane/test/rig"
+	"github.com/sriov-lane/sriov-lane/test/testutil"
+)
+
+// TestKubevirtciDropIn installs hack/kubevirtci/provider.sh into a
+// kubevirtci checkout (test/kubevirtci) and uses the lane only through
+// cluster-up's scripts, as a KubeVirt developer would: up.sh, hack/config.sh,
+// kubectl.sh, ssh.sh, cli.sh, down.sh. The provider is named unlike the
+// lane, so the config file must follow the provider's name.
+func TestKubevirtciDropIn(t *testing.T) {
+	requireRig(t)
+	r := rig.NewForTest(t, 2, "rgv")
+	l := newLane(t, r, "e2e-v", 16461)
+	// The registry is optional in the rig (make test-env builds its
+	// stand-in only when it can); with it, docker_prefix and _port registry
+	// are checked against the real container.
+	const registryPort = "16462"
+	_, err := docker(t).ImageInspect(context.Background(), testutil.StandinRegistryImage)
+	withRegistry := err == nil
+	if withRegistry {
+		on := true
+		l.cfg.Registry.Enabled, l.cfg.Registry.Address, l.cfg.Registry.Image = &on, "127.0.0.1:"+registryPort, testutil.StandinRegistryImage
+		writeLane(t, l)
+	} else {
+		t.Logf("no %s: the lane runs without a registry", testutil.StandinRegistryImage)
+	}
+
+	tr := kubevirtci.NewTree(t, "k3d-sriov")
+	env := func(extra ...string) []string {
+		return tr.Env(append([]string{"SRIOV_LANE=" + binary, "SRIOV_LANE_CONFIG=" + l.path, "KUBEVIRT_NUM_NODES=3"}, extra...)...)
+	}
+	if res := tr.Run(t, env(), "up.sh"); res.Code != 0 {
+		t.Fatalf("up.sh: exit %d", res.Code)
+	}
+	dir := tr.ProviderDir()
+	for _, f := range []string{".kubeconfig", ".kubectl", "config-provider-k3d-sriov.sh"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("up wrote no %s: %v", f, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "config-provider-e2e-v.sh")); err == nil {
+		t.Errorf("up wrote the config under the lane's name, which hack/config.sh never sources")
+	}
+
+	// hack/config.sh: every variable, and DOCKER_PREFIX over both prefixes.
+	want := map[string]string{
+		"master_ip": "127.0.0.1", "kubeconfig": filepath.Join(dir, ".kubeconfig"), "kubectl": filepath.Join(dir, ".kubectl"),
+		"docker_prefix": "kubevirt", "manifest_docker_prefix": "kubevirt", "network_provider": "flannel",
+	}
+	if withRegistry {
+		want["docker_prefix"], want["manifest_docker_prefix"] = "localhost:"+registryPort+"/kubevirt", "registry:5000/kubevirt"
+	}
+	checkVars := func(what string, got map[string]string) {
+		t.Helper()
+		for _, k := range kubevirtci.ConfigVars {
+			if got[k] != want[k] {
+				t.Errorf("%s: %s=%q, want %q", what, k, got[k], want[k])
+			}
+		}
+	}
+	checkVars("hack/config.sh", tr.Config(t, env()))
+	want["docker_prefix"], want["manifest_docker_prefix"] = "quay.io/me/kv", "quay.io/me/kv"
+	checkVars("hack/config.sh with DOCKER_PREFIX", tr.Config(t, env("DOCKER_PREFIX=quay.io/me/kv")))
+
+	// kubectl.sh: .kubectl must be kubectl with the lane's kubeconfig. The
+	// stand-in k3s has no real kubectl but says what its kubectl was asked.
+	res := tr.Run(t, env(), "kubectl.sh", "get", "nodes")
+	if !strings.Contains(res.Stderr, "stand-in k3s has no kubectl") ||
+		!strings.Contains(res.Stderr, `"--kubeconfig=`+filepath.Join(dir, ".kubeconfig")+`" "get" "nodes"`) {
+		t.Errorf("kubectl.sh get nodes did not reach kubectl with the lane's kubeconfig")
+	}
+	// With the host's kubectl in the stand-in's place, the nodes themselves.
+	if host, err := exec.LookPath("kubectl"); err == nil && exec.Command(host, "version", "--client").Run() == nil {
+		bin := filepath.Join(l.cfg.LaneDir(), "bin", "kubectl")
+		if err := os.Remove(bin); err != nil {
+			t.Fatalf("the kubectl .kubectl runs is not at %s: %v", bin, err)
+		}
+		if err := os.Symlink(host, bin); err != nil {
+			t.Fatal(err)
+		}
+		res := tr.Run(t, env(), "kubectl.sh", "get", "nodes", "-o", "name")
+		for _, n := range []string{"k3d-e2e-v-server-0", "k3d-e2e-v-agent-0", "k3d-e2e-v-agent-1"} {
+			if res.Code != 0 || !strings.Contains(res.Stdout, "node/"+n) {
+				t.Errorf("kubectl.sh get nodes: exit %d, %s not listed", res.Code, n)
+			}
+		}
+	}
+
+	// ssh.sh: by container (= node) name and by kubevirtci's node01...
+	for node, container := range map[string]string{
+		"k3d-e2e-v-agent-0": "k3d-e2e-v-agent-0", "node01": "k3d-e2e-v-server-0", "node03": "k3d-e2e-v-agent-1",
+	} {
+		res := tr.Run(t, env(), "ssh.sh", node, "hostname")
+		if res.Code != 0 || strings.TrimSpace(res.Stdout) != container {
+			t.Errorf("ssh.sh %s hostname: exit %d, %q, want %s", node, res.Code, res.Stdout, container)
+		}
+	}
+	// ...a command line for the node's shell, as with ssh: the agents hold the PFs.
+	res = tr.Run(t, env(), "ssh.sh", "node02", "ls /sys/class/net | grep rgv")
+	if res.Code != 0 || !strings.Contains(res.Stdout, "rgv") {
+		t.Errorf("ssh.sh node02: exit %d, no rgv PF in agent-0: %q", res.Code, res.Stdout)
+	}
+	// ...and a shell reading stdin when no command is given.
+	res = tr.RunInput(t, env(), "hostname\n", "ssh.sh", "node01")
+	if res.Code != 0 || strings.TrimSpace(res.Stdout) != "k3d-e2e-v-server-0" {
+		t.Errorf("ssh.sh node01 (shell): exit %d, %q", res.Code, res.Stdout)
+	}
+
+	// cli.sh, kubevirtci's gocli entry point: ssh and ports.
+	if res := tr.Run(t, env(), "cli.sh", "ssh", "node02", "hostname"); strings.TrimSpace(res.Stdout) != "k3d-e2e-v-agent-0" {
+		t.Errorf("cli.sh ssh node02 hostname: exit %d, %q", res.Code, res.Stdout)
+	}
+	if res := tr.Run(t, env(), "cli.sh", "ports", "k8s"); strings.TrimSpace(res.Stdout) != "16461" {
+		t.Errorf("cli.sh ports k8s: exit %d, %q", res.Code, res.Stdout)
+	}
+	if withRegistry {
+		if res := tr.Run(t, env(), "cli.sh", "ports", "registry"); strings.TrimSpace(res.Stdout) != registryPort {
+			t.Errorf("cli.sh ports registry: exit %d, %q", res.Code, res.Stdout)
+		}
+	}
+
+	if res := tr.Run(t, env(), "down.sh"); res.Code != 0 {
+		t.Errorf("down.sh: exit %d", res.Code)
+	}
+	for _, f := range []string{".kubeconfig", ".kubectl", "config-provider-k3d-sriov.sh"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); !os.IsNotExist(err) {
+			t.Errorf("down left %s (%v)", f, err)
+		}
+	}
+	assertLaneGone(t, r, l, r.State.PFs)
+}
