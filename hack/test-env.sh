@@ -16,12 +16,19 @@ CACHE_ROOT=/var/cache/sriov-lane
 ASSETS="${ROOT}/bin/test-assets"
 
 # Image names mirror the constants in test/testutil/require.go.
-testutil_const() {
-	sed -n "s/^[[:space:]]*$1[[:space:]]*=[[:space:]]*\"\\([^\"]*\\)\".*/\\1/p" "${ROOT}/test/testutil/require.go"
+go_const() { # FILE NAME
+	sed -n "s/^[[:space:]]*$2[[:space:]]*=[[:space:]]*\"\\([^\"]*\\)\".*/\\1/p" "$1"
 }
+testutil_const() { go_const "${ROOT}/test/testutil/require.go" "$1"; }
 K3S_IMAGE="$(testutil_const StandinK3sImage)"
 TOOLS_IMAGE="$(testutil_const StandinToolsImage)"
 REGISTRY_IMAGE="$(testutil_const StandinRegistryImage)"
+PAUSE_IMAGE="$(testutil_const StandinPauseImage)"
+SRIOVDP_IMAGE="$(testutil_const StandinDevicePluginImage)"
+# Images built from upstream modules carry the product's upstream names.
+FLANNEL_IMAGE="$(go_const "${ROOT}/pkg/cni/images.go" FlannelImage)"
+FLANNEL_CNI_IMAGE="$(testutil_const StandinFlannelCNIPluginImage)"
+MULTUS_IMAGE="$(go_const "${ROOT}/pkg/cni/images.go" MultusImage)"
 
 log() { printf 'test-env: %s\n' "$*"; }
 warn() { printf 'test-env: WARNING: %s\n' "$*" >&2; }
@@ -45,7 +52,7 @@ phase_end() {
 
 [[ $(id -u) -eq 0 ]] || die "must run as root (installs packages, configures dockerd)"
 [[ -f "${ROOT}/test/testutil/require.go" ]] || die "test/testutil/require.go missing: cannot learn image names"
-[[ -n "${K3S_IMAGE}" && -n "${TOOLS_IMAGE}" && -n "${REGISTRY_IMAGE}" ]] || die "could not read image names from test/testutil/require.go"
+[[ -n "${K3S_IMAGE}" && -n "${TOOLS_IMAGE}" && -n "${REGISTRY_IMAGE}" && -n "${PAUSE_IMAGE}" && -n "${SRIOVDP_IMAGE}" ]] || die "could not read image names from test/testutil/require.go"
 
 # Several engineers (and CI) may run this at once on one machine: serialise
 # so caches, daemon.json and image tags are written by one run at a time.
@@ -59,6 +66,7 @@ need_pkgs=()
 command -v dockerd >/dev/null 2>&1 || need_pkgs+=(docker.io)
 pkg_installed() { [[ "$(dpkg-query -W -f '${Status}' "$1" 2>/dev/null)" == "install ok installed" ]]; }
 pkg_installed busybox-static || need_pkgs+=(busybox-static)
+pkg_installed iptables || need_pkgs+=(iptables)
 command -v jq >/dev/null 2>&1 || need_pkgs+=(jq)
 if ((${#need_pkgs[@]})); then
 	log "installing ${need_pkgs[*]}"
@@ -160,12 +168,122 @@ build_tool() { # module-dir cache-dir name package ldflags
 	(cd "${dir}" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "${ldflags}" -o "${cache}/${name}.tmp.$$" "${pkg}") || return 1
 	mv -f "${cache}/${name}.tmp.$$" "${cache}/${name}"
 }
-build_tool "${TOOLS_DIR}" "${TOOLS_CACHE}" kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "${K8S_LDFLAGS}"
-build_tool "${TOOLS_DIR}" "${TOOLS_CACHE}" etcd go.etcd.io/etcd/server/v3 "-s -w"
+# build_tools MODULE-DIR KEY-SALT "ENV..." "GO BUILD FLAGS..." PKG[=NAME]...
+# (ENV and FLAGS are shell words, quoted as on a command line):
+# builds every package in ONE `go build -o DIR/` (shared packages compile
+# once) into /var/cache/sriov-lane/tools/<sha256 of go.sum + salt + env +
+# flags>/ and sets TOOLS_OUT to that directory. A package's binary is named
+# after its last path element unless =NAME renames it. Nothing is built
+# when every binary is already cached.
+build_tools() {
+	local dir="$1" salt="$2" env="$3" flags="$4"
+	shift 4
+	local key
+	key="$({ cat "${dir}/go.sum"; printf '%s\n' "${salt}" "${env}" "${flags}" "$@"; } | sha256sum | cut -c1-64)"
+	TOOLS_OUT="${CACHE_ROOT}/tools/${key}"
+	local spec pkgs=() missing=0
+	for spec in "$@"; do
+		pkgs+=("${spec%%=*}")
+		[[ -x "${TOOLS_OUT}/$(tool_name "${spec}")" ]] || missing=1
+	done
+	((missing)) || return 0
+	local tmp="${TOOLS_OUT}.tmp.$$" start
+	rm -rf "${tmp}"
+	mkdir -p "${tmp}"
+	start=$(date +%s)
+	log "building $(for spec in "$@"; do printf '%s ' "$(tool_name "${spec}")"; done)(${dir#"${ROOT}/"}); a cold build takes minutes"
+	local -a ev fl
+	eval "ev=(${env})"
+	eval "fl=(${flags})"
+	(cd "${dir}" && env "${ev[@]}" GOFLAGS=-mod=mod go build -trimpath "${fl[@]}" -o "${tmp}/" "${pkgs[@]}") || { rm -rf "${tmp}"; return 1; }
+	for spec in "$@"; do
+		if [[ "${spec}" == *=* ]]; then
+			local built
+			built="$(basename "${spec%%=*}")"
+			[[ "${built}" =~ ^v[0-9]+$ ]] && built="$(basename "$(dirname "${spec%%=*}")")"
+			mv -f "${tmp}/${built}" "${tmp}/${spec#*=}"
+		fi
+	done
+	mkdir -p "${TOOLS_OUT}"
+	for spec in "$@"; do
+		mv -f "${tmp}/$(tool_name "${spec}")" "${TOOLS_OUT}/"
+	done
+	rm -rf "${tmp}"
+	log "built in $(($(date +%s) - start)) s into ${TOOLS_OUT}"
+}
+tool_name() { if [[ "$1" == *=* ]]; then printf '%s' "${1#*=}"; else basename "$1"; fi; }
 mkdir -p "${ASSETS}"
-for b in kube-apiserver etcd; do
-	ln -sfn "${TOOLS_CACHE}/${b}" "${ASSETS}/${b}"
+
+# The control plane and the node's kube components: one module
+# (k8s.io/kubernetes v1.36.3), one invocation. CGO_ENABLED=0: they run in
+# FROM-scratch images.
+build_tools "${TOOLS_DIR}" k8s "CGO_ENABLED=0" "-ldflags='${K8S_LDFLAGS}'" \
+	k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubelet \
+	k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-proxy \
+	go.etcd.io/etcd/server/v3=etcd
+K8S_BIN="${TOOLS_OUT}"
+for b in kube-apiserver etcd kubelet kube-controller-manager kube-scheduler kube-proxy; do
+	ln -sfn "${K8S_BIN}/${b}" "${ASSETS}/${b}"
 done
+
+# The node's container runtime (hack/tools/node): containerd v2 + ctr and
+# the reference CNI plugins (CGO_ENABLED=0, no btrfs/devmapper/zfs), the
+# runc shim (no_grpc), and runc, which needs cgo and libseccomp (kubelet
+# asks for the RuntimeDefault seccomp profile): a static-pie against
+# Debian's libseccomp.a, unpacked from its package, not installed.
+phase node-runtime
+NODE_DIR="${TOOLS_DIR}/node"
+CTRD_LDFLAGS="-s -w -X github.com/containerd/containerd/v2/version.Version=v2.4.2"
+build_tools "${NODE_DIR}" ctrd "CGO_ENABLED=0" "-tags=no_btrfs,no_devmapper,no_zfs -ldflags='${CTRD_LDFLAGS}'" \
+	github.com/containerd/containerd/v2/cmd/containerd github.com/containerd/containerd/v2/cmd/ctr \
+	github.com/containernetworking/plugins/plugins/main/bridge github.com/containernetworking/plugins/plugins/main/loopback \
+	github.com/containernetworking/plugins/plugins/ipam/host-local github.com/containernetworking/plugins/plugins/meta/portmap \
+	github.com/containernetworking/plugins/plugins/meta/bandwidth github.com/containernetworking/plugins/plugins/meta/firewall
+CTRD_BIN="${TOOLS_OUT}"
+build_tools "${NODE_DIR}" shim "CGO_ENABLED=0" "-tags=no_grpc,no_btrfs,no_devmapper,no_zfs -ldflags='${CTRD_LDFLAGS}'" \
+	github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2
+SHIM_BIN="${TOOLS_OUT}"
+SECCOMP_DIR="${CACHE_ROOT}/libseccomp-dev"
+if [[ ! -f "${SECCOMP_DIR}/root/usr/include/seccomp.h" ]]; then
+	rm -rf "${SECCOMP_DIR}"
+	mkdir -p "${SECCOMP_DIR}"
+	(cd "${SECCOMP_DIR}" && { apt-get download libseccomp-dev >/dev/null 2>&1 || { apt-get update -qq && apt-get download libseccomp-dev >/dev/null; }; }) || die "apt-get download libseccomp-dev failed"
+	dpkg -x "${SECCOMP_DIR}"/libseccomp-dev_*.deb "${SECCOMP_DIR}/root"
+fi
+SC="${SECCOMP_DIR}/root"
+SC_LIB="$(dirname "$(find "${SC}" -name libseccomp.a | head -1)")"
+build_tools "${NODE_DIR}" "runc $(basename "${SECCOMP_DIR}"/libseccomp-dev_*.deb)" \
+	"CGO_ENABLED=1 CGO_CFLAGS=-I${SC}/usr/include CGO_LDFLAGS=-L${SC_LIB} PKG_CONFIG_PATH=${SC_LIB}/pkgconfig PKG_CONFIG_SYSROOT_DIR=${SC}" \
+	"-buildmode=pie -tags=seccomp,netgo,osusergo -ldflags='-s -w -X main.version=1.5.3 -linkmode external -extldflags -static-pie'" \
+	github.com/opencontainers/runc
+RUNC_BIN="${TOOLS_OUT}"
+for b in containerd ctr bridge loopback host-local portmap bandwidth firewall; do ln -sfn "${CTRD_BIN}/${b}" "${ASSETS}/${b}"; done
+ln -sfn "${SHIM_BIN}/containerd-shim-runc-v2" "${ASSETS}/containerd-shim-runc-v2"
+ln -sfn "${RUNC_BIN}/runc" "${ASSETS}/runc"
+
+# Flannel v0.28.9 (hack/tools/flannel): flanneld as upstream's Makefile
+# builds it on amd64 (cgo for the udp backend, static, version ldflag) and
+# install-conf (CGO_ENABLED=0), as images/Dockerfile@v0.28.9 builds them.
+phase flannel
+FLANNEL_DIR="${TOOLS_DIR}/flannel"
+build_tools "${FLANNEL_DIR}" flanneld "CGO_ENABLED=1" \
+	"-tags=netgo,osusergo -ldflags='-s -w -X github.com/flannel-io/flannel/pkg/version.Version=v0.28.9 -extldflags -static'" \
+	github.com/flannel-io/flannel=flanneld
+FLANNELD_BIN="${TOOLS_OUT}/flanneld"
+build_tools "${FLANNEL_DIR}" install-conf "CGO_ENABLED=0" "-ldflags='-s -w'" \
+	github.com/flannel-io/flannel/cmd/install_conf=install-conf
+INSTALL_CONF_BIN="${TOOLS_OUT}/install-conf"
+
+# Multus v4.3.0 (hack/tools/multus): every program hack/build-go.sh@v4.3.0
+# builds (CGO_ENABLED=0, its version ldflags), one invocation.
+phase multus
+MULTUS_PKG=gopkg.in/k8snetworkplumbingwg/multus-cni.v4
+build_tools "${TOOLS_DIR}/multus" multus "CGO_ENABLED=0" \
+	"-ldflags='-s -w -X ${MULTUS_PKG}/pkg/multus.version=v4.3.0 -X ${MULTUS_PKG}/pkg/multus.gitTreeState=clean -X ${MULTUS_PKG}/pkg/multus.releaseStatus=,released'" \
+	${MULTUS_PKG}/cmd/multus ${MULTUS_PKG}/cmd/multus-daemon ${MULTUS_PKG}/cmd/multus-shim ${MULTUS_PKG}/cmd/install_multus \
+	${MULTUS_PKG}/cmd/thin_entrypoint ${MULTUS_PKG}/cmd/kubeconfig_generator ${MULTUS_PKG}/cmd/cert-approver \
+	${MULTUS_PKG}/cmd/passthru-cni=passthru
+MULTUS_BIN="${TOOLS_OUT}"
 
 REGISTRY_DIR="${TOOLS_DIR}/registry"
 REGISTRY_BIN=""
@@ -191,12 +309,19 @@ if cmp -s "${STANDIN_BIN}.tmp" "${STANDIN_BIN}"; then rm -f "${STANDIN_BIN}.tmp"
 HASH_LABEL=io.sriov-lane.standin.content-hash
 # build_image TAG DOCKERFILE-BODY "K3S-LINK..." SRC:DEST... — rebuilds only when
 # the hash of the inputs differs from the label on the existing image.
+# IMAGE_BUSYBOX=0 leaves busybox out; IMAGE_HASH_EXTRA is hashed with the inputs;
+# IMAGE_LINKS holds "PATH=TARGET" symlinks to add.
 build_image() {
 	local tag="$1" body="$2" k3s_links="$3"
 	shift 3
-	local hash spec
+	local hash spec with_busybox="${IMAGE_BUSYBOX:-1}"
 	hash="$({
 		printf '%s\n' "${body}" "${k3s_links}"
+		# Only when set, so images built without them (other branches share
+		# this dockerd and tags like the registry's) keep their hash.
+		[[ "${with_busybox}" == 1 ]] || printf 'no busybox\n'
+		[[ -z "${IMAGE_HASH_EXTRA:-}" ]] || printf '%s\n' "${IMAGE_HASH_EXTRA}"
+		[[ -z "${IMAGE_LINKS:-}" ]] || printf '%s\n' "${IMAGE_LINKS}"
 		sha_of "${BUSYBOX}"
 		for spec in "$@"; do
 			printf '%s %s\n' "${spec#*:}" "$(sha_of "${spec%%:*}")"
@@ -213,13 +338,20 @@ build_image() {
 	ctx="$(mktemp -d /tmp/sriov-lane-standin-ctx.XXXXXX)"
 	mkdir -p "${ctx}/rootfs/bin" "${ctx}/rootfs/tmp" "${ctx}/rootfs/etc" "${ctx}/rootfs/var/log" "${ctx}/rootfs/run" "${ctx}/rootfs/root" "${ctx}/rootfs/output"
 	chmod 1777 "${ctx}/rootfs/tmp"
-	cp "${BUSYBOX}" "${ctx}/rootfs/bin/busybox"
 	local applet
-	for applet in $("${BUSYBOX}" --list); do
-		[[ "${applet}" == busybox ]] || ln -s busybox "${ctx}/rootfs/bin/${applet}"
-	done
+	if [[ "${with_busybox}" == 1 ]]; then
+		cp "${BUSYBOX}" "${ctx}/rootfs/bin/busybox"
+		for applet in $("${BUSYBOX}" --list); do
+			[[ "${applet}" == busybox ]] || ln -s busybox "${ctx}/rootfs/bin/${applet}"
+		done
+	fi
 	for applet in ${k3s_links}; do
 		ln -sfn k3s "${ctx}/rootfs/bin/${applet}"
+	done
+	local link
+	for link in ${IMAGE_LINKS:-}; do
+		mkdir -p "${ctx}/rootfs$(dirname "${link%%=*}")"
+		ln -sfn "${link#*=}" "${ctx}/rootfs${link%%=*}"
 	done
 	printf 'root:x:0:0:root:/root:/bin/sh\n' >"${ctx}/rootfs/etc/passwd"
 	printf 'root:x:0:\n' >"${ctx}/rootfs/etc/group"
@@ -248,12 +380,104 @@ build_image() {
 	fi
 }
 
+# flannel's CNI plugin stand-in (test/standin/flannelcni): in the node's
+# /bin as rancher/k3s ships flannel there, and as /flannel in the stand-in
+# of flannel-cni-plugin's image.
+phase flannel-cni
+FLANNEL_CNI_BIN="${ROOT}/bin/standin/flannel"
+(cd "${ROOT}/test/standin/flannelcni" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w" -o "${FLANNEL_CNI_BIN}.tmp" .)
+if cmp -s "${FLANNEL_CNI_BIN}.tmp" "${FLANNEL_CNI_BIN}"; then rm -f "${FLANNEL_CNI_BIN}.tmp"; else mv -f "${FLANNEL_CNI_BIN}.tmp" "${FLANNEL_CNI_BIN}"; fi
+
+# The sandbox image containerd pins in the nodes: a stand-in pause built
+# here (test/standin/pause), saved into the node image's airgap images
+# directory, which the stand-in k3s imports at start as k3s does.
+phase image-pause
+PAUSE_BIN="${ROOT}/bin/standin/pause"
+(cd "${ROOT}" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "${PAUSE_BIN}.tmp" ./test/standin/pause)
+if cmp -s "${PAUSE_BIN}.tmp" "${PAUSE_BIN}"; then rm -f "${PAUSE_BIN}.tmp"; else mv -f "${PAUSE_BIN}.tmp" "${PAUSE_BIN}"; fi
+IMAGE_BUSYBOX=0 build_image "${PAUSE_IMAGE}" 'ENTRYPOINT ["/pause"]' "" "${PAUSE_BIN}:/pause"
+PAUSE_ID="$(docker image inspect -f '{{.Id}}' "${PAUSE_IMAGE}")"
+PAUSE_TAR="${ROOT}/bin/standin/pause.tar"
+if [[ "$(cat "${PAUSE_TAR}.id" 2>/dev/null)" != "${PAUSE_ID}" ]]; then
+	docker save -o "${PAUSE_TAR}.tmp" "${PAUSE_IMAGE}"
+	mv -f "${PAUSE_TAR}.tmp" "${PAUSE_TAR}"
+	printf '%s\n' "${PAUSE_ID}" >"${PAUSE_TAR}.id"
+fi
+
 phase image-k3s
-# k3s links kubectl and the container tools to its multi-call binary; the
-# stand-in answers those names itself (see test/standin/k3s/main.go).
-build_image "${K3S_IMAGE}" 'ENTRYPOINT ["/bin/k3s"]
-CMD ["agent"]' "kubectl crictl ctr iptables-save iptables-restore ip6tables-save ip6tables-restore" \
-	"${STANDIN_BIN}:/bin/k3s" "${ASSETS}/kube-apiserver:/bin/kube-apiserver" "${ASSETS}/etcd:/bin/etcd"
+# The node image: the stand-in k3s supervisor as /bin/k3s and the real
+# components it starts, in rancher/k3s's places (k3s-io/k3s
+# package/Dockerfile: k3s's data archive unpacked at /, binaries and CNI
+# plugins in /bin, iptables in /bin/aux, these VOLUMEs).
+# /var/lib/rancher/k3s holds containerd's root (agent/containerd), so it is
+# a Docker volume, as overlayfs snapshots cannot live on the container's
+# own overlay. k3s links kubectl to its multi-call binary; the stand-in
+# answers kubectl (k3d's uncordon/drain) itself. ctr is the real one,
+# pointed at k3s's containerd socket and namespace as k3s's ctr defaults
+# to. iptables (kube-proxy, CNI plugins, k3d's DNS fix) is Debian's
+# iptables-nft with the libraries it loads.
+node_files=("${STANDIN_BIN}:/bin/k3s" "${PAUSE_TAR}:/var/lib/rancher/k3s/agent/images/sriov-lane-standin-pause.tar" "${FLANNEL_CNI_BIN}:/bin/flannel")
+for b in kube-apiserver etcd kube-controller-manager kube-scheduler kubelet kube-proxy containerd containerd-shim-runc-v2 ctr runc \
+	bridge loopback host-local portmap bandwidth firewall; do
+	node_files+=("${ASSETS}/${b}:/bin/${b}")
+done
+XTABLES=/usr/sbin/xtables-nft-multi
+[[ -x "${XTABLES}" ]] || die "${XTABLES} missing (Debian package iptables)"
+# iptables_files DIR: Debian's iptables-nft, its libraries and extensions
+# into the file list xt_files, and links to it from DIR into xt_links.
+iptables_files() {
+	local dir="$1" lib ext l
+	xt_files=("${XTABLES}:${dir}/xtables-nft-multi" /etc/protocols:/etc/protocols /etc/services:/etc/services)
+	for lib in $(ldd "${XTABLES}" | awk '/=>/ { print $3 } /^[[:space:]]*\// { print $1 }'); do
+		xt_files+=("${lib}:${lib}")
+	done
+	for ext in /usr/lib/x86_64-linux-gnu/xtables/*.so; do
+		xt_files+=("${ext}:${ext}")
+	done
+	xt_links=""
+	for l in iptables iptables-save iptables-restore ip6tables ip6tables-save ip6tables-restore \
+		iptables-nft iptables-nft-save iptables-nft-restore ip6tables-nft ip6tables-nft-save ip6tables-nft-restore; do
+		xt_links+=" ${dir}/${l}=xtables-nft-multi"
+	done
+}
+iptables_files /bin/aux
+node_files+=("${xt_files[@]}")
+IMAGE_LINKS="${xt_links}" IMAGE_HASH_EXTRA="pause ${PAUSE_ID}" build_image "${K3S_IMAGE}" 'ENV PATH=/bin/aux:/bin:/sbin:/usr/bin:/usr/sbin CONTAINERD_ADDRESS=/run/k3s/containerd/containerd.sock CONTAINERD_NAMESPACE=k8s.io
+VOLUME /var/lib/kubelet /var/lib/rancher/k3s /var/lib/cni /var/log
+ENTRYPOINT ["/bin/k3s"]
+CMD ["agent"]' "kubectl" "${node_files[@]}"
+
+# The SR-IOV device plugin stand-in (its upstream module is refused):
+# upstream's args go to its entrypoint as with the real image.
+phase image-sriovdp
+SRIOVDP_BIN="${ROOT}/bin/standin/sriovdp"
+(cd "${ROOT}/test/standin/sriovdp" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w" -o "${SRIOVDP_BIN}.tmp" .)
+if cmp -s "${SRIOVDP_BIN}.tmp" "${SRIOVDP_BIN}"; then rm -f "${SRIOVDP_BIN}.tmp"; else mv -f "${SRIOVDP_BIN}.tmp" "${SRIOVDP_BIN}"; fi
+build_image "${SRIOVDP_IMAGE}" 'ENTRYPOINT ["/usr/bin/sriovdp"]' "" "${SRIOVDP_BIN}:/usr/bin/sriovdp"
+
+# Flannel from its module, under its upstream name: the layout of
+# images/Dockerfile@v0.28.9 (/opt/bin/flanneld, /opt/bin/install-conf,
+# iptables) on busybox instead of alpine (the product's init container
+# uses cp).
+phase image-flannel
+iptables_files /usr/sbin
+IMAGE_LINKS="${xt_links}" build_image "${FLANNEL_IMAGE}" 'ENTRYPOINT ["/opt/bin/flanneld"]' "" \
+	"${FLANNELD_BIN}:/opt/bin/flanneld" "${INSTALL_CONF_BIN}:/opt/bin/install-conf" "${xt_files[@]}"
+
+phase image-flannel-cni-plugin
+build_image "${FLANNEL_CNI_IMAGE}" 'CMD ["/bin/sh"]' "" "${FLANNEL_CNI_BIN}:/flannel"
+
+# Multus thick under its upstream name, laid out as
+# images/Dockerfile.thick@v4.3.0: programs in /usr/src/multus-cni/bin,
+# cert-approver also at /, the daemon as entrypoint; busybox instead of
+# debian:stable-slim.
+phase image-multus
+multus_files=()
+for b in multus multus-daemon multus-shim install_multus thin_entrypoint kubeconfig_generator cert-approver passthru; do
+	multus_files+=("${MULTUS_BIN}/${b}:/usr/src/multus-cni/bin/${b}")
+done
+multus_files+=("${MULTUS_BIN}/cert-approver:/cert-approver")
+build_image "${MULTUS_IMAGE}" 'ENTRYPOINT ["/usr/src/multus-cni/bin/multus-daemon"]' "" "${multus_files[@]}"
 
 phase image-tools
 build_image "${TOOLS_IMAGE}" 'ENTRYPOINT ["/bin/k3s"]

@@ -19,6 +19,7 @@ import (
 type pki struct {
 	caCertPEM            []byte
 	caCertFile           string
+	caKeyFile            string
 	servingCertFile      string
 	servingKeyFile       string
 	serviceAccountPub    string
@@ -57,7 +58,7 @@ func writePKI(dir string, sans []string) (*pki, error) {
 		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
-	all := append([]string{"127.0.0.1", "localhost", "::1", serviceIP,
+	all := append([]string{"127.0.0.1", "localhost", "::1",
 		"kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}, sans...)
 	seen := map[string]bool{}
 	for _, s := range all {
@@ -92,6 +93,7 @@ func writePKI(dir string, sans []string) (*pki, error) {
 	p := &pki{
 		caCertPEM:            pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
 		caCertFile:           filepath.Join(dir, "ca.crt"),
+		caKeyFile:            caKeyFile,
 		servingCertFile:      filepath.Join(dir, "serving.crt"),
 		servingKeyFile:       filepath.Join(dir, "serving.key"),
 		serviceAccountPub:    filepath.Join(dir, "sa.pub"),

@@ -25,9 +25,8 @@ import (
 )
 
 const (
-	// serviceCIDR matches k3s's default so in-cluster addresses look familiar.
-	serviceCIDR = "10.43.0.0/16"
-	serviceIP   = "10.43.0.1"
+	// DefaultServiceCIDR matches k3s's default so in-cluster addresses look familiar.
+	DefaultServiceCIDR = "10.43.0.0/16"
 	// AdminUser is the identity the static token authenticates as.
 	AdminUser = "admin"
 	// contextName names cluster, user and context in the kubeconfig, as k3s does.
@@ -54,6 +53,11 @@ type Options struct {
 	KubeconfigHost string
 	// ReadyTimeout bounds the wait for /readyz (default 90 s).
 	ReadyTimeout time.Duration
+	// ServiceCIDR is the service cluster IP range (default DefaultServiceCIDR);
+	// its first address is a SAN of the serving certificate.
+	ServiceCIDR string
+	// ExtraArgs are appended to kube-apiserver's arguments (later flags win).
+	ExtraArgs []string
 }
 
 // Server is a running etcd + kube-apiserver pair.
@@ -68,6 +72,10 @@ type Server struct {
 	Token string
 	// Dir holds certificates, data and the etcd.log/kube-apiserver.log files.
 	Dir string
+	// CACertFile and CAKeyFile are the cluster CA (PEM); ServiceAccountKeyFile
+	// is the private key service-account tokens are signed with. A
+	// controller-manager needs all three.
+	CACertFile, CAKeyFile, ServiceAccountKeyFile string
 
 	removeDir bool
 	etcd      *process
@@ -166,6 +174,13 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 	if opts.ReadyTimeout == 0 {
 		opts.ReadyTimeout = 90 * time.Second
 	}
+	if opts.ServiceCIDR == "" {
+		opts.ServiceCIDR = DefaultServiceCIDR
+	}
+	serviceIP, err := FirstIP(opts.ServiceCIDR)
+	if err != nil {
+		return nil, fmt.Errorf("starting control plane: service CIDR: %w", err)
+	}
 	if opts.Token == "" {
 		if opts.Token, err = randomToken(); err != nil {
 			return nil, err
@@ -197,10 +212,11 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 		}
 	}()
 
-	certs, err := writePKI(s.Dir, opts.SANs)
+	certs, err := writePKI(s.Dir, append([]string{serviceIP.String()}, opts.SANs...))
 	if err != nil {
 		return nil, fmt.Errorf("writing control-plane certificates in %s: %w", s.Dir, err)
 	}
+	s.CACertFile, s.CAKeyFile, s.ServiceAccountKeyFile = certs.caCertFile, certs.caKeyFile, certs.serviceAccountSigner
 	tokenFile := filepath.Join(s.Dir, "tokens.csv")
 	if err := os.WriteFile(tokenFile, []byte(fmt.Sprintf("%s,%s,%s,\"system:masters\"\n", opts.Token, AdminUser, AdminUser)), 0o600); err != nil {
 		return nil, fmt.Errorf("writing token file: %w", err)
@@ -224,23 +240,25 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 		return nil, err
 	}
 
-	s.apiserver, err = startProcess("kube-apiserver", filepath.Join(s.Dir, "kube-apiserver.log"), apiserverBin,
-		"--etcd-servers="+etcdClient,
-		"--bind-address="+opts.BindAddress,
-		"--secure-port="+strconv.Itoa(opts.SecurePort),
-		"--tls-cert-file="+certs.servingCertFile,
-		"--tls-private-key-file="+certs.servingKeyFile,
-		"--client-ca-file="+certs.caCertFile,
-		"--token-auth-file="+tokenFile,
+	apiserverArgs := []string{
+		"--etcd-servers=" + etcdClient,
+		"--bind-address=" + opts.BindAddress,
+		"--secure-port=" + strconv.Itoa(opts.SecurePort),
+		"--tls-cert-file=" + certs.servingCertFile,
+		"--tls-private-key-file=" + certs.servingKeyFile,
+		"--client-ca-file=" + certs.caCertFile,
+		"--token-auth-file=" + tokenFile,
 		"--authorization-mode=RBAC",
-		"--service-cluster-ip-range="+serviceCIDR,
+		"--service-cluster-ip-range=" + opts.ServiceCIDR,
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-account-key-file="+certs.serviceAccountPub,
-		"--service-account-signing-key-file="+certs.serviceAccountSigner,
+		"--service-account-key-file=" + certs.serviceAccountPub,
+		"--service-account-signing-key-file=" + certs.serviceAccountSigner,
 		"--allow-privileged=true",
-		"--cert-dir="+filepath.Join(s.Dir, "apiserver-certs"),
+		"--cert-dir=" + filepath.Join(s.Dir, "apiserver-certs"),
 		"--v=1",
-	)
+	}
+	s.apiserver, err = startProcess("kube-apiserver", filepath.Join(s.Dir, "kube-apiserver.log"), apiserverBin,
+		append(apiserverArgs, opts.ExtraArgs...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -351,6 +369,24 @@ func randomToken() (string, error) {
 		return "", fmt.Errorf("generating token: %w", err)
 	}
 	return hex.EncodeToString(b), nil
+}
+
+// FirstIP is the first host address of a CIDR (10.43.0.1 for 10.43.0.0/16),
+// the address the "kubernetes" Service gets.
+func FirstIP(cidr string) (net.IP, error) {
+	_, n, err := net.ParseCIDR(cidr)
+	if err != nil {
+		return nil, err
+	}
+	ip := append(net.IP(nil), n.IP...)
+	if v4 := ip.To4(); v4 != nil {
+		ip = v4
+	}
+	ip[len(ip)-1]++
+	if !n.Contains(ip) {
+		return nil, fmt.Errorf("%s has no host addresses", cidr)
+	}
+	return ip, nil
 }
 
 // freePort asks the kernel for an unused loopback port. Another process can

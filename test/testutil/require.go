@@ -14,9 +14,26 @@ import (
 // Stand-in image names. They carry "standin" in both repository and tag so
 // they can never be mistaken for a real k3s, k3d-tools or registry image.
 const (
-	StandinK3sImage      = "sriov-lane-standin/k3s:v1.35.5-k3s1-standin"
-	StandinToolsImage    = "sriov-lane-standin/k3d-tools:standin"
+	StandinK3sImage      = "sriov-lane-standin/k3s:v1.36.3-k3s1-standin-node"
+	StandinToolsImage    = "sriov-lane-standin/k3d-tools:standin-node"
 	StandinRegistryImage = "sriov-lane-standin/registry:2-standin"
+	// StandinPauseImage is the sandbox image containerd pins in stand-in
+	// nodes (test/standin/pause); containerd names it docker.io/....
+	StandinPauseImage = "sriov-lane-standin/pause:3.10-standin"
+	// StandinDevicePluginImage stands in for
+	// ghcr.io/k8snetworkplumbingwg/sriov-network-device-plugin:v3.11.0
+	// (test/standin/sriovdp).
+	StandinDevicePluginImage = "sriov-lane-standin/sriov-network-device-plugin:v3.11.0-standin"
+	// StandinFlannelCNIPluginImage stands in for
+	// ghcr.io/flannel-io/flannel-cni-plugin:v1.9.1-flannel3 (/flannel,
+	// test/standin/flannelcni).
+	StandinFlannelCNIPluginImage = "sriov-lane-standin/flannel-cni-plugin:v1.9.1-flannel3-standin"
+	// FlannelImage is built by `make test-env` from flannel's Go module under
+	// the upstream name the product deploys (pkg/cni.FlannelImage).
+	FlannelImage = "ghcr.io/flannel-io/flannel:v0.28.9"
+	// MultusImage is built by `make test-env` from Multus's Go module under
+	// the upstream name the product deploys (pkg/cni.MultusImage).
+	MultusImage = "ghcr.io/k8snetworkplumbingwg/multus-cni:v4.3.0-thick"
 )
 
 // Strict reports whether a missing prerequisite must fail the test rather

@@ -15,7 +15,41 @@ import (
 type vf struct {
 	bdf, vendor, device, driver string
 	pfName                      string // the PF's link name in the caller's netns
+	pfBDF                       string
 	index                       int
+	iommuGroup                  string // "" when the VF has no iommu_group link
+	numaNode                    int    // -1 when unknown
+}
+
+// Device is one VF a resource selected.
+type Device struct {
+	BDF, PFName, PFBDF, Driver, IOMMUGroup string
+	NUMANode                               int
+}
+
+// Devices lists, per "<prefix>/<name>" resource (defaultPrefix for those
+// without resourcePrefix), the VFs its selectors pick among the PFs present
+// among links, by PCI address. Like upstream, a VF belongs to the first
+// resource that selects it; resources with no VF are present and empty.
+func Devices(sysfsRoot string, cfg *Config, defaultPrefix string, links []netlink.Link) (map[string][]Device, error) {
+	vfs, err := visibleVFs(sysfsRoot, links)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]Device{}
+	claimed := map[string]bool{}
+	for _, r := range cfg.ResourceList {
+		key := r.Key(defaultPrefix)
+		out[key] = []Device{}
+		for _, v := range vfs {
+			if claimed[v.bdf] || !r.selects(v) {
+				continue
+			}
+			claimed[v.bdf] = true
+			out[key] = append(out[key], Device{BDF: v.bdf, PFName: v.pfName, PFBDF: v.pfBDF, Driver: v.driver, IOMMUGroup: v.iommuGroup, NUMANode: v.numaNode})
+		}
+	}
+	return out, nil
 }
 
 // Allocatable counts, per "<prefix>/<name>" resource, the VFs of the PFs
@@ -82,10 +116,18 @@ func visibleVFs(root string, links []netlink.Link) ([]vf, error) {
 			if err != nil {
 				return nil, fmt.Errorf("reading %s: %w", fn, err)
 			}
-			v := vf{bdf: filepath.Base(target), pfName: pfName, index: idx,
+			v := vf{bdf: filepath.Base(target), pfName: pfName, pfBDF: en.Name(), index: idx, numaNode: -1,
 				vendor: readID(filepath.Join(fn, "vendor")), device: readID(filepath.Join(fn, "device"))}
 			if d, err := os.Readlink(filepath.Join(fn, "driver")); err == nil {
 				v.driver = filepath.Base(d)
+			}
+			if g, err := os.Readlink(filepath.Join(fn, "iommu_group")); err == nil {
+				v.iommuGroup = filepath.Base(g)
+			}
+			if b, err := os.ReadFile(filepath.Join(fn, "numa_node")); err == nil {
+				if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+					v.numaNode = n
+				}
 			}
 			out = append(out, v)
 		}

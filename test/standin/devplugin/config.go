@@ -1,8 +1,8 @@
 // Package devplugin stands in for the sriov-network-device-plugin's device
-// counting: given its config and the links visible in a node's netns, it
-// says how many VFs each resource would advertise. The stand-in k3s agent
-// uses it to fill node allocatable. Its Go module is not available here,
-// so the config schema is decoded by the project's own types.
+// selection: given its config and the links visible in a node's netns, it
+// says which VFs each resource advertises. The device plugin stand-in
+// (test/standin/sriovdp) serves them to kubelet. Its Go module is not
+// available here, so the config schema is decoded by the project's own types.
 package devplugin
 
 import (
@@ -85,10 +85,14 @@ func ParseConfig(b []byte) (*Config, error) {
 	return &c, nil
 }
 
-func (r Resource) key() string {
+func (r Resource) key() string { return r.Key(DefaultResourcePrefix) }
+
+// Key is the resource's extended resource name: its resourcePrefix, or
+// defaultPrefix (the device plugin's --resource-prefix) when it has none.
+func (r Resource) Key(defaultPrefix string) string {
 	p := r.ResourcePrefix
 	if p == "" {
-		p = DefaultResourcePrefix
+		p = defaultPrefix
 	}
 	return p + "/" + r.ResourceName
 }

@@ -36,6 +36,8 @@ func TestK3dCreatesStandinClusterAndDeletesIt(t *testing.T) {
 	docker := testutil.RequireDocker(t)
 	testutil.RequireImage(t, docker, testutil.StandinK3sImage)
 	testutil.RequireImage(t, docker, testutil.StandinToolsImage)
+	testutil.RequireImage(t, docker, testutil.StandinDevicePluginImage)
+	testutil.RequireImage(t, docker, testutil.FlannelImage)
 	t.Setenv("K3D_IMAGE_TOOLS", testutil.StandinToolsImage)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -78,7 +80,15 @@ func TestK3dCreatesStandinClusterAndDeletesIt(t *testing.T) {
 				ExtraArgs: []v1alpha5.K3sArgWithNodeFilters{
 					{Arg: "--disable=traefik", NodeFilters: []string{"server:*"}},
 					{Arg: "--flannel-backend=none", NodeFilters: []string{"server:*"}},
+					{Arg: "--disable-network-policy", NodeFilters: []string{"server:*"}},
+					{Arg: "--cluster-cidr=10.42.0.0/16", NodeFilters: []string{"server:*"}},
+					// What the product passes its agents (pkg/provider/clusterconfig.go).
 					{Arg: "--kubelet-arg=cpu-manager-policy=static", NodeFilters: []string{"agent:*"}},
+					{Arg: "--kubelet-arg=kube-reserved=cpu=500m", NodeFilters: []string{"agent:*"}},
+					{Arg: "--kubelet-arg=system-reserved=cpu=500m", NodeFilters: []string{"agent:*"}},
+					// kubelet >= 1.35 refuses cgroup v1 (these machines) unless told;
+					// harmless on cgroup v2. Every k3s node runs a kubelet.
+					{Arg: "--kubelet-arg=fail-cgroupv1=false", NodeFilters: []string{"server:*", "agent:*"}},
 				},
 				NodeLabels: []v1alpha5.LabelWithNodeFilters{
 					{Label: "node-role.kubernetes.io/worker=worker", NodeFilters: []string{"agent:*"}},
@@ -124,10 +134,12 @@ func TestK3dCreatesStandinClusterAndDeletesIt(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The agents log "registered" before the server has seen every status
-	// write; give it a short while.
+	// With --flannel-backend=none a node turns Ready only once a CNI config
+	// exists (kubelet: "cni config uninitialized"): deploy Flannel.
+	installFlannel(ctx, t, docker, rt, kc, &cc.Cluster, name)
+
 	var nodes []corev1.Node
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(90 * time.Second)
 	for {
 		list, err := kc.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err == nil {
@@ -142,6 +154,15 @@ func TestK3dCreatesStandinClusterAndDeletesIt(t *testing.T) {
 		time.Sleep(300 * time.Millisecond)
 	}
 	ready := time.Since(begin)
+	for _, n := range nodes {
+		// Ready and status come from a real kubelet and containerd.
+		if v := n.Status.NodeInfo.KubeletVersion; v != "v1.36.3" {
+			t.Errorf("node %s: kubeletVersion %q, want v1.36.3 (a real kubelet)", n.Name, v)
+		}
+		if v := n.Status.NodeInfo.ContainerRuntimeVersion; v != "containerd://2.4.2" {
+			t.Errorf("node %s: containerRuntimeVersion %q, want containerd://2.4.2", n.Name, v)
+		}
+	}
 
 	roles := map[string]string{}
 	for _, n := range nodes {
@@ -163,8 +184,17 @@ func TestK3dCreatesStandinClusterAndDeletesIt(t *testing.T) {
 		dumpNodeLogs(t, docker, name)
 	}
 
+	t.Run("allocatable comes from kubelet", func(t *testing.T) {
+		checkKubeletAllocatable(ctx, t, kc, "k3d-"+name+"-agent-0")
+	})
+
+	t.Run("a pod runs on an agent", func(t *testing.T) {
+		waitFlannel(ctx, t, kc)
+		checkPodRuns(ctx, t, docker, rt, kc, &cc.Cluster, "k3d-"+name+"-agent-1")
+	})
+
 	t.Run("agents advertise VFs of the fake sysfs", func(t *testing.T) {
-		checkSRIOVResources(ctx, t, docker, kc, name, sysRoot)
+		checkSRIOVResources(ctx, t, docker, rt, kc, &cc.Cluster, name, sysRoot)
 	})
 
 	t.Run("server restart keeps state and credentials", func(t *testing.T) {
@@ -183,14 +213,15 @@ func TestK3dCreatesStandinClusterAndDeletesIt(t *testing.T) {
 	}
 }
 
-// agentSysfs is where the agents see the fake sysfs; the stand-in finds it
-// through /proc/self/mountinfo, so the path itself is arbitrary.
+// agentSysfs is where the agents see the fake sysfs; the device plugin
+// stand-in pod mounts it from there.
 const agentSysfs = "/var/lib/sriov-lane-test/sys"
 
 // checkSRIOVResources gives agent-0 a fake PF whose MAC is its own eth0's,
-// creates VFs and expects the agent to advertise them, and only it; then
-// removes the VFs and expects the resource to vanish.
-func checkSRIOVResources(ctx context.Context, t *testing.T, docker *dockerclient.Client, kc kubernetes.Interface, name, sysRoot string) {
+// creates VFs, runs the device plugin stand-in on agent-0 and expects
+// kubelet to advertise the VFs (capacity and allocatable from its device
+// manager) on agent-0 only; then removes the VFs and expects 0.
+func checkSRIOVResources(ctx context.Context, t *testing.T, docker *dockerclient.Client, rt runtimes.Runtime, kc kubernetes.Interface, cluster *k3d.Cluster, name, sysRoot string) {
 	agent0, agent1 := "k3d-"+name+"-agent-0", "k3d-"+name+"-agent-1"
 	info, err := docker.ContainerInspect(ctx, agent0)
 	if err != nil {
@@ -230,18 +261,63 @@ func checkSRIOVResources(ctx context.Context, t *testing.T, docker *dockerclient
 	if _, err := kc.CoreV1().ConfigMaps("kube-system").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating device plugin ConfigMap: %v", err)
 	}
-
+	if err := client.ImageImportIntoClusterMulti(ctx, rt, []string{testutil.StandinDevicePluginImage}, cluster, k3d.ImageImportOpts{Mode: k3d.ImportModeDirect}); err != nil {
+		t.Fatalf("k3d image import of %s: %v", testutil.StandinDevicePluginImage, err)
+	}
 	begin := time.Now()
+	if _, err := kc.CoreV1().Pods("kube-system").Create(ctx, devicePluginPod(agent0), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating device plugin pod: %v", err)
+	}
 	waitResource(ctx, t, kc, agent0, resName, 3)
-	t.Logf("agent advertised 3 VFs %s after the ConfigMap appeared", time.Since(begin).Round(time.Millisecond))
+	t.Logf("kubelet advertised 3 VFs %s after the device plugin pod was created", time.Since(begin).Round(time.Millisecond))
 	if n, err := kc.CoreV1().Nodes().Get(ctx, agent1, metav1.GetOptions{}); err != nil {
 		t.Fatal(err)
 	} else if q, ok := n.Status.Allocatable[corev1.ResourceName(resName)]; ok {
-		t.Errorf("%s advertises %s=%s although no PF of its netns is in the fake sysfs", agent1, resName, q.String())
+		t.Errorf("%s advertises %s=%s although no device plugin runs there", agent1, resName, q.String())
 	}
 
+	// kubelet keeps a resource whose plugin lists no device, at 0.
 	setVFs(0)
-	waitResource(ctx, t, kc, agent0, resName, -1)
+	waitResource(ctx, t, kc, agent0, resName, 0)
+}
+
+// devicePluginPod runs the device plugin stand-in on node the way the
+// product's DaemonSet runs the real one (pkg/cni/sriov.go: privileged, host
+// network, kubelet's device plugin dir, the config at /etc/pcidp, the device
+// info dir), plus the rig's fake sysfs, which the real one would read at /sys.
+func devicePluginPod(node string) *corev1.Pod {
+	hp := func(name, path string) corev1.Volume {
+		t := corev1.HostPathDirectoryOrCreate
+		return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: path, Type: &t}}}
+	}
+	privileged := true
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "sriov-device-plugin", Namespace: "kube-system"},
+		Spec: corev1.PodSpec{
+			NodeSelector: map[string]string{"kubernetes.io/hostname": node},
+			HostNetwork:  true,
+			Containers: []corev1.Container{{
+				Name:            "kube-sriovdp",
+				Image:           testutil.StandinDevicePluginImage,
+				ImagePullPolicy: corev1.PullNever,
+				Args:            []string{"--log-dir=sriovdp", "--log-level=10", "--resource-prefix=kubevirt.io", "--config-file=/etc/pcidp/config.json", "--sysfs-root=/fake-sys"},
+				SecurityContext: &corev1.SecurityContext{Privileged: &privileged},
+				VolumeMounts: []corev1.VolumeMount{
+					{Name: "devicesock", MountPath: "/var/lib/kubelet/device-plugins"},
+					{Name: "config", MountPath: "/etc/pcidp", ReadOnly: true},
+					{Name: "device-info", MountPath: "/var/run/k8s.cni.cncf.io/devinfo/dp"},
+					{Name: "fake-sys", MountPath: "/fake-sys", ReadOnly: true},
+				},
+			}},
+			Volumes: []corev1.Volume{
+				hp("devicesock", "/var/lib/kubelet/device-plugins"),
+				hp("device-info", "/var/run/k8s.cni.cncf.io/devinfo/dp"),
+				hp("fake-sys", agentSysfs),
+				{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+					LocalObjectReference: corev1.LocalObjectReference{Name: "sriovdp-config"}}}},
+			},
+		},
+	}
 }
 
 // checkServerRestart restarts the server container (as dockerd would after
@@ -263,26 +339,24 @@ func checkServerRestart(ctx context.Context, t *testing.T, docker *dockerclient.
 	if err != nil {
 		t.Fatalf("parsing StartedAt %q of %s: %v", info.State.StartedAt, server, err)
 	}
-	// Heartbeats carry whole seconds: one stamped in a later second than the
-	// new container's start was written to the restarted control plane.
-	after := started.Truncate(time.Second).Add(time.Second)
-	deadline := time.Now().Add(60 * time.Second)
+	// kubelet heartbeats by renewing its Lease in kube-node-lease (every
+	// 10 s); its renewTime carries microseconds. One renewed after the new
+	// container started was written to the restarted control plane.
+	deadline := time.Now().Add(90 * time.Second)
 	var last string
 	for {
-		n, err := kc.CoreV1().Nodes().Get(ctx, agent, metav1.GetOptions{})
+		l, err := kc.CoordinationV1().Leases("kube-node-lease").Get(ctx, agent, metav1.GetOptions{})
 		s, serr := kc.CoreV1().Nodes().Get(ctx, server, metav1.GetOptions{})
 		if err == nil && serr == nil {
-			beat := time.Time{}
-			for _, c := range n.Status.Conditions {
-				if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-					beat = c.LastHeartbeatTime.Time
-				}
+			var beat time.Time
+			if l.Spec.RenewTime != nil {
+				beat = l.Spec.RenewTime.Time
 			}
-			if !beat.Before(after) && !s.Spec.Unschedulable {
+			if beat.After(started) && !s.Spec.Unschedulable {
 				t.Logf("API back and %s heartbeating %s after the restart began", agent, time.Since(begin).Round(time.Millisecond))
 				return
 			}
-			last = fmt.Sprintf("%s last heartbeat %s, %s unschedulable=%t", agent, beat.Format(time.RFC3339), server, s.Spec.Unschedulable)
+			last = fmt.Sprintf("%s lease renewed %s, %s unschedulable=%t", agent, beat.Format(time.RFC3339Nano), server, s.Spec.Unschedulable)
 		} else {
 			last = fmt.Sprintf("%v / %v", err, serr)
 		}

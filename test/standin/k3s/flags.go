@@ -1,53 +1,190 @@
 package main
 
-import "strings"
+import (
+	"fmt"
+	"net"
+	"slices"
+	"sort"
+	"strings"
+)
 
-// k3sFlags keeps the flags the stand-in acts on; every other k3s flag is
-// accepted and ignored so k3d can pass whatever it passes to real k3s.
+// k3sFlags are the k3s server/agent flags the stand-in knows. Like real k3s
+// (urfave/cli), any other flag or a positional argument is an error, so a
+// wrong flag in the product fails on the rig as it would on a real node.
 type k3sFlags struct {
-	tlsSANs    []string
-	nodeLabels []string
-	nodeName   string
-	httpsPort  string
-	token      string
-	server     string
-	ignored    []string
+	role string
+
+	// server and agent
+	token         string
+	nodeName      string
+	nodeIP        string
+	nodeLabels    []string
+	nodeTaints    []string
+	kubeletArgs   []string
+	kubeProxyArgs []string
+	pauseImage    string
+
+	// agent
+	server string
+
+	// server
+	tlsSANs              []string
+	httpsPort            string
+	disable              []string
+	flannelBackend       string
+	disableNetworkPolicy bool
+	clusterInit          bool
+	clusterCIDR          string
+	serviceCIDR          string
+	clusterDNS           string
+	clusterDomain        string
+	apiserverArgs        []string
+	controllerArgs       []string
+	schedulerArgs        []string
 }
 
-// parseFlags accepts --flag=value, --flag value and bare boolean flags.
-// k3s server/agent take no positional arguments, so a non-dash word after a
-// flag is that flag's value.
-func parseFlags(args []string) k3sFlags {
-	var f k3sFlags
+type flagKind int
+
+const (
+	stringFlag flagKind = iota
+	listFlag            // repeatable; values are kept in order
+	boolFlag
+)
+
+type flagSpec struct {
+	kind flagKind
+	// serverOnly flags are refused by `k3s agent`, as real k3s does.
+	serverOnly bool
+	set        func(f *k3sFlags, v string) error
+}
+
+func str(p func(f *k3sFlags) *string) func(*k3sFlags, string) error {
+	return func(f *k3sFlags, v string) error { *p(f) = v; return nil }
+}
+
+func list(p func(f *k3sFlags) *[]string) func(*k3sFlags, string) error {
+	return func(f *k3sFlags, v string) error { *p(f) = append(*p(f), v); return nil }
+}
+
+func boolean(p func(f *k3sFlags) *bool) func(*k3sFlags, string) error {
+	return func(f *k3sFlags, v string) error {
+		switch v {
+		case "", "true":
+			*p(f) = true
+		case "false":
+			*p(f) = false
+		default:
+			return fmt.Errorf("invalid boolean value %q", v)
+		}
+		return nil
+	}
+}
+
+// k3sAddons are the packaged components `--disable` may name in k3s
+// (k3s-io/k3s pkg/cli/cmds/server.go: "--disable value (do not deploy
+// packaged components ...)"). The stand-in deploys none of them, so
+// disabling any is a no-op; an unknown name is most likely a typo.
+var k3sAddons = []string{"coredns", "servicelb", "traefik", "local-storage", "metrics-server", "runtimes"}
+
+// flagSpecs names every flag the stand-in accepts and what it does with it.
+// Names follow k3s-io/k3s pkg/cli/cmds/{server,agent}.go; `-t` and `-s` are
+// k3s's short forms of --token and --server.
+var flagSpecs = map[string]flagSpec{
+	"token":          {stringFlag, false, str(func(f *k3sFlags) *string { return &f.token })},
+	"t":              {stringFlag, false, str(func(f *k3sFlags) *string { return &f.token })},
+	"node-name":      {stringFlag, false, str(func(f *k3sFlags) *string { return &f.nodeName })},
+	"node-ip":        {stringFlag, false, str(func(f *k3sFlags) *string { return &f.nodeIP })},
+	"node-label":     {listFlag, false, list(func(f *k3sFlags) *[]string { return &f.nodeLabels })},
+	"node-taint":     {listFlag, false, list(func(f *k3sFlags) *[]string { return &f.nodeTaints })},
+	"kubelet-arg":    {listFlag, false, list(func(f *k3sFlags) *[]string { return &f.kubeletArgs })},
+	"kube-proxy-arg": {listFlag, false, list(func(f *k3sFlags) *[]string { return &f.kubeProxyArgs })},
+	"pause-image":    {stringFlag, false, str(func(f *k3sFlags) *string { return &f.pauseImage })},
+	"server":         {stringFlag, false, str(func(f *k3sFlags) *string { return &f.server })},
+	"s":              {stringFlag, false, str(func(f *k3sFlags) *string { return &f.server })},
+
+	"tls-san":           {listFlag, true, list(func(f *k3sFlags) *[]string { return &f.tlsSANs })},
+	"https-listen-port": {stringFlag, true, str(func(f *k3sFlags) *string { return &f.httpsPort })},
+	"disable": {listFlag, true, func(f *k3sFlags, v string) error {
+		for _, a := range splitList(v) {
+			if !slices.Contains(k3sAddons, a) {
+				return fmt.Errorf("unknown component %q (k3s packages %s)", a, strings.Join(k3sAddons, ", "))
+			}
+			f.disable = append(f.disable, a)
+		}
+		return nil
+	}},
+	"flannel-backend": {stringFlag, true, func(f *k3sFlags, v string) error {
+		// The stand-in embeds no flannel: only "none" (a CNI deployed on
+		// top, the lane's case) can be honoured.
+		if v != "none" {
+			return fmt.Errorf("stand-in k3s runs no embedded flannel: only --flannel-backend=none is supported, got %q", v)
+		}
+		f.flannelBackend = v
+		return nil
+	}},
+	"disable-network-policy":      {boolFlag, true, boolean(func(f *k3sFlags) *bool { return &f.disableNetworkPolicy })},
+	"cluster-init":                {boolFlag, true, boolean(func(f *k3sFlags) *bool { return &f.clusterInit })},
+	"cluster-cidr":                {stringFlag, true, cidr(func(f *k3sFlags) *string { return &f.clusterCIDR })},
+	"service-cidr":                {stringFlag, true, cidr(func(f *k3sFlags) *string { return &f.serviceCIDR })},
+	"cluster-dns":                 {stringFlag, true, str(func(f *k3sFlags) *string { return &f.clusterDNS })},
+	"cluster-domain":              {stringFlag, true, str(func(f *k3sFlags) *string { return &f.clusterDomain })},
+	"kube-apiserver-arg":          {listFlag, true, list(func(f *k3sFlags) *[]string { return &f.apiserverArgs })},
+	"kube-controller-manager-arg": {listFlag, true, list(func(f *k3sFlags) *[]string { return &f.controllerArgs })},
+	"kube-scheduler-arg":          {listFlag, true, list(func(f *k3sFlags) *[]string { return &f.schedulerArgs })},
+}
+
+func cidr(p func(f *k3sFlags) *string) func(*k3sFlags, string) error {
+	return func(f *k3sFlags, v string) error {
+		// k3s accepts a comma-separated dual-stack pair; the stand-in is IPv4 only.
+		if _, _, err := net.ParseCIDR(v); err != nil {
+			return fmt.Errorf("invalid CIDR %q (the stand-in takes one IPv4 CIDR): %w", v, err)
+		}
+		*p(f) = v
+		return nil
+	}
+}
+
+// parseFlags accepts --flag=value, --flag value and bare boolean flags, for
+// role "server" or "agent". Unknown flags, server flags given to an agent,
+// positional arguments and missing values are errors.
+func parseFlags(role string, args []string) (k3sFlags, error) {
+	f := k3sFlags{role: role}
 	for i := 0; i < len(args); i++ {
 		a := args[i]
-		if !strings.HasPrefix(a, "-") {
-			f.ignored = append(f.ignored, a)
-			continue
+		if !strings.HasPrefix(a, "-") || a == "-" || a == "--" {
+			return f, fmt.Errorf("k3s %s: unexpected argument %q (k3s %s takes no positional arguments)", role, a, role)
 		}
 		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if !hasValue && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
-			value, hasValue = args[i+1], true
-			i++
+		spec, ok := flagSpecs[name]
+		if !ok {
+			return f, fmt.Errorf("k3s %s: flag provided but not defined: %s (the stand-in knows %s)", role, a, knownFlags(role))
 		}
-		switch name {
-		case "tls-san":
-			f.tlsSANs = append(f.tlsSANs, splitList(value)...)
-		case "node-label":
-			f.nodeLabels = append(f.nodeLabels, value)
-		case "node-name":
-			f.nodeName = value
-		case "https-listen-port":
-			f.httpsPort = value
-		case "token", "t":
-			f.token = value
-		case "server", "s":
-			f.server = value
-		default:
-			f.ignored = append(f.ignored, a)
+		if spec.serverOnly && role != "server" {
+			return f, fmt.Errorf("k3s %s: flag provided but not defined: %s (a server-only flag)", role, a)
+		}
+		if spec.kind != boolFlag && !hasValue {
+			if i+1 >= len(args) {
+				return f, fmt.Errorf("k3s %s: flag needs an argument: %s", role, a)
+			}
+			i++
+			value = args[i]
+		}
+		if err := spec.set(&f, value); err != nil {
+			return f, fmt.Errorf("k3s %s: %s: %w", role, a, err)
 		}
 	}
-	return f
+	return f, nil
+}
+
+func knownFlags(role string) string {
+	var names []string
+	for n, s := range flagSpecs {
+		if len(n) > 1 && (!s.serverOnly || role == "server") {
+			names = append(names, "--"+n)
+		}
+	}
+	sort.Strings(names)
+	return strings.Join(names, " ")
 }
 
 func splitList(v string) []string {
@@ -70,4 +207,29 @@ func (f k3sFlags) labels() map[string]string {
 		}
 	}
 	return m
+}
+
+// componentArgs merges k3s's defaults for a component with the user's
+// --<component>-arg items the way k3s does (k3s-io/k3s pkg/util/args.go
+// GetArgs): "key=value" items (leading dashes optional) replace the default
+// of the same key, and the result is "--key=value" sorted by key.
+func componentArgs(defaults map[string]string, extra []string) []string {
+	m := map[string]string{}
+	for k, v := range defaults {
+		m[k] = v
+	}
+	for _, e := range extra {
+		k, v, _ := strings.Cut(strings.TrimLeft(e, "-"), "=")
+		m[k] = v
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]string, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, "--"+k+"="+m[k])
+	}
+	return out
 }

@@ -1,62 +1,90 @@
 package main
 
 import (
-	"os"
-	"path/filepath"
 	"reflect"
 	"testing"
 )
 
-func TestParseFlagsKeepsWhatTheStandinUsesAndIgnoresTheRest(t *testing.T) {
-	f := parseFlags([]string{
+func TestParseFlagsTakesWhatTheProductAndK3dPass(t *testing.T) {
+	f, err := parseFlags("server", []string{
 		"--tls-san", "0.0.0.0", "--tls-san=k3d-x-server-0,extra.example",
 		"--disable=traefik", "--flannel-backend", "none", "--disable-network-policy",
+		"--cluster-cidr=10.42.0.0/16", "--service-cidr", "10.43.0.0/16", "--cluster-init",
 		"--node-label=node-role.kubernetes.io/worker=worker", "--node-label", "sriov_capable=true,bare",
-		"--kubelet-arg=cpu-manager-policy=static", "--https-listen-port", "7443",
+		"--node-taint=dedicated=x:NoSchedule",
+		"--kubelet-arg=cpu-manager-policy=static", "--kubelet-arg", "fail-cgroupv1=false", "--https-listen-port", "7443",
 	})
-	if want := []string{"0.0.0.0", "k3d-x-server-0", "extra.example"}; !reflect.DeepEqual(f.tlsSANs, want) {
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"0.0.0.0", "k3d-x-server-0,extra.example"}; !reflect.DeepEqual(f.tlsSANs, want) {
 		t.Errorf("tlsSANs = %v, want %v", f.tlsSANs, want)
 	}
-	if f.httpsPort != "7443" {
-		t.Errorf("httpsPort = %q", f.httpsPort)
+	if f.httpsPort != "7443" || f.flannelBackend != "none" || !f.disableNetworkPolicy || !f.clusterInit || f.clusterCIDR != "10.42.0.0/16" {
+		t.Errorf("parsed %+v", f)
 	}
 	want := map[string]string{"node-role.kubernetes.io/worker": "worker", "sriov_capable": "true", "bare": ""}
 	if got := f.labels(); !reflect.DeepEqual(got, want) {
 		t.Errorf("labels = %v, want %v", got, want)
 	}
-	if len(f.ignored) != 4 {
-		t.Errorf("ignored = %q, want the 4 flags the stand-in has no use for", f.ignored)
+	if want := []string{"cpu-manager-policy=static", "fail-cgroupv1=false"}; !reflect.DeepEqual(f.kubeletArgs, want) {
+		t.Errorf("kubeletArgs = %v, want %v", f.kubeletArgs, want)
 	}
 }
 
-func TestFindSysfsRootPicksTheBindMountHoldingPCIDevices(t *testing.T) {
-	dir := t.TempDir()
-	fake := filepath.Join(dir, "fake sys")
-	other := filepath.Join(dir, "other")
-	for _, d := range []string{filepath.Join(fake, "bus", "pci", "devices"), other} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
+func TestParseFlagsRefusesWhatK3sWouldRefuse(t *testing.T) {
+	for _, tc := range []struct {
+		role string
+		args []string
+	}{
+		{"server", []string{"--no-such-flag"}},
+		{"server", []string{"--kubelet-args=x=y"}},
+		{"server", []string{"positional"}},
+		{"server", []string{"--cluster-cidr"}},
+		{"server", []string{"--flannel-backend=vxlan"}},
+		{"server", []string{"--disable=treafik"}},
+		{"server", []string{"--cluster-cidr=10.42.0.0"}},
+		{"agent", []string{"--disable=traefik"}},
+		{"agent", []string{"--flannel-backend=none"}},
+		{"server", []string{"--disable-network-policy=maybe"}},
+	} {
+		if _, err := parseFlags(tc.role, tc.args); err == nil {
+			t.Errorf("k3s %s %q: accepted, want an error", tc.role, tc.args)
 		}
 	}
-	escaped := filepath.Join(dir, `fake\040sys`)
-	mountinfo := filepath.Join(dir, "mountinfo")
-	content := "" +
-		"22 1 0:21 / /sys rw,nosuid - sysfs sysfs rw\n" +
-		"23 22 0:22 / /sys/fs/cgroup rw - tmpfs tmpfs rw\n" +
-		"30 1 8:1 /x " + other + " rw - ext4 /dev/sda1 rw\n" +
-		"31 1 8:1 /y " + escaped + " rw - ext4 /dev/sda1 rw\n"
-	if err := os.WriteFile(mountinfo, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
+	if _, err := parseFlags("agent", []string{"--kubelet-arg=fail-cgroupv1=false", "--node-label=a=b", "-t", "tok", "-s", "https://x:6443"}); err != nil {
+		t.Errorf("agent flags: %v", err)
 	}
-	got, err := findSysfsRoot(mountinfo)
-	if err != nil || got != fake {
-		t.Fatalf("findSysfsRoot = %q, %v; want %q", got, err, fake)
-	}
+}
 
-	if err := os.WriteFile(mountinfo, []byte(content[:len(content)-len("31 1 8:1 /y "+escaped+" rw - ext4 /dev/sda1 rw\n")]), 0o644); err != nil {
+func TestKubeletArgsMergeKubeletArgItemsOverK3sDefaults(t *testing.T) {
+	f, err := parseFlags("agent", []string{
+		"--kubelet-arg=fail-cgroupv1=false", "--kubelet-arg=--cpu-manager-policy=static",
+		"--kubelet-arg=read-only-port=10255", "--kubelet-arg=kube-reserved=cpu=500m",
+		"--node-label=node-role.kubernetes.io/worker=worker", "--node-label=sriov_capable=true",
+		"--node-label=node.kubernetes.io/exclude-from-external-load-balancers=true",
+		"--node-taint=a=b:NoSchedule",
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := findSysfsRoot(mountinfo); err != nil || got != "" {
-		t.Fatalf("without the fake mount: %q, %v; want none", got, err)
+	got := kubeletArgs(nodeOptions{name: "n1", ip: "172.18.0.3", flags: f})
+	want := []string{
+		"--cert-dir=" + kubeletCertDir,
+		"--config=" + kubeletConfigFile,
+		"--cpu-manager-policy=static",
+		"--fail-cgroupv1=false",
+		"--hostname-override=n1",
+		"--kube-reserved=cpu=500m",
+		"--kubeconfig=" + kubeletKubeconfig,
+		"--node-ip=172.18.0.3",
+		// node-role.kubernetes.io is not kubelet's to set: the supervisor
+		// applies it through the API.
+		"--node-labels=node.kubernetes.io/exclude-from-external-load-balancers=true,sriov_capable=true",
+		"--read-only-port=10255",
+		"--register-with-taints=a=b:NoSchedule",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("kubeletArgs =\n%q\nwant\n%q", got, want)
 	}
 }

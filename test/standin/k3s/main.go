@@ -1,10 +1,12 @@
 // Command k3s is a stand-in for the k3s binary inside k3d node containers,
-// for tests on machines without a container registry. It honours the
-// contract k3d v5.9.0 relies on (subcommands, log lines, kubeconfig and
-// CoreDNS manifest locations) while the control plane is a real etcd and
-// kube-apiserver. Agents register a Node and advertise SR-IOV resources
-// computed from the (fake) sysfs, as the device plugin would. There is no
-// kubelet, no containerd and no pod will ever run.
+// for tests on machines without a container registry. It is a thin
+// supervisor: it honours the contract k3d v5.9.0 relies on (subcommands,
+// log lines, kubeconfig and CoreDNS manifest locations) and starts real
+// components built from Go modules with the flags k3s would give them: on
+// a server etcd, kube-apiserver, kube-controller-manager and
+// kube-scheduler; on every node containerd (runc, the CNI plugins in /bin)
+// and kubelet. Pods really run. Flags it does not know are errors, as in
+// k3s, so a wrong flag in the product fails on the rig.
 package main
 
 import (
@@ -22,20 +24,10 @@ func main() {
 }
 
 func run(args []string) int {
-	// The image links kubectl, iptables-save/-restore and friends to this
-	// binary, as the real k3s image does for its multi-call binary.
-	switch filepath.Base(args[0]) {
-	case "kubectl":
+	// The image links kubectl to this binary, as the real k3s image links
+	// it to its multi-call binary.
+	if filepath.Base(args[0]) == "kubectl" {
 		return kubectl(args[1:])
-	case "iptables-save", "ip6tables-save":
-		// No rules to save: k3d's DNS fix pipes this through sed into
-		// iptables-restore; an empty rule set keeps that pipeline working.
-		return 0
-	case "iptables-restore", "ip6tables-restore":
-		return drainStdin()
-	case "ctr", "crictl", "containerd":
-		fmt.Fprintf(os.Stderr, "stand-in k3s has no %s: no container runtime runs inside stand-in nodes\n", filepath.Base(args[0]))
-		return 1
 	}
 	if len(args) < 2 {
 		fmt.Fprintln(os.Stderr, "usage: k3s server|agent|kubectl|noop [flags]  (sriov-lane stand-in)")
@@ -45,10 +37,19 @@ func run(args []string) int {
 	defer stop()
 	var err error
 	switch args[1] {
-	case "server":
-		err = runServer(ctx, parseFlags(args[2:]))
-	case "agent":
-		err = runAgent(ctx, parseFlags(args[2:]))
+	case "server", "agent":
+		f, perr := parseFlags(args[1], args[2:])
+		if perr != nil {
+			// k3s (urfave/cli) prints the error and exits 1 before starting anything.
+			fmt.Fprintf(os.Stderr, "Incorrect Usage: %v\n", perr)
+			logf("fatal: %v", perr)
+			return 1
+		}
+		if args[1] == "server" {
+			err = runServer(ctx, f)
+		} else {
+			err = runAgent(ctx, f)
+		}
 	case "kubectl":
 		return kubectl(args[2:])
 	case "noop":
@@ -56,7 +57,7 @@ func run(args []string) int {
 		<-ctx.Done()
 		return 0
 	case "--version", "-v", "version":
-		fmt.Println("k3s version v1.35.5+k3s1-standin (sriov-lane stand-in)")
+		fmt.Println("k3s version v1.36.3+k3s1-standin (sriov-lane stand-in: kubelet, kube-apiserver, kube-controller-manager, kube-scheduler v1.36.3; containerd v2.4.2)")
 		return 0
 	default:
 		fmt.Fprintf(os.Stderr, "stand-in k3s: unknown subcommand %q (supported: server, agent, kubectl, noop)\n", args[1])
@@ -72,13 +73,4 @@ func run(args []string) int {
 // logf writes k3s-style log lines to stderr, which k3d scans for readiness.
 func logf(format string, a ...any) {
 	fmt.Fprintf(os.Stderr, "time=%q level=info msg=%q\n", time.Now().UTC().Format(time.RFC3339), fmt.Sprintf(format, a...))
-}
-
-func drainStdin() int {
-	buf := make([]byte, 32*1024)
-	for {
-		if _, err := os.Stdin.Read(buf); err != nil {
-			return 0
-		}
-	}
 }

@@ -8,7 +8,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/sriov-lane/sriov-lane/test/apiserver"
@@ -25,9 +29,11 @@ const (
 	serverDataDir = "/var/lib/rancher/k3s/server/db"
 )
 
-// runServer starts etcd + kube-apiserver from the binaries in the image,
-// publishes the kubeconfig and CoreDNS manifest where k3d reads them, and
-// keeps this container's Node registered and Ready.
+// runServer starts what a k3s server runs (k3s-io/k3s
+// pkg/daemons/control/server.go): etcd + kube-apiserver,
+// kube-controller-manager and kube-scheduler, then the node half
+// (containerd + kubelet) every k3s server also runs; it publishes the
+// kubeconfig and CoreDNS manifest where k3d reads them.
 func runServer(ctx context.Context, f k3sFlags) error {
 	hostname, err := nodeName(f)
 	if err != nil {
@@ -40,8 +46,20 @@ func runServer(ctx context.Context, f k3sFlags) error {
 			return fmt.Errorf("parsing --https-listen-port %q: %w", f.httpsPort, err)
 		}
 	}
+	serviceCIDR := firstNonEmpty(f.serviceCIDR, apiserver.DefaultServiceCIDR)
+	clusterCIDR := firstNonEmpty(f.clusterCIDR, defaultClusterCIDR)
+	clusterDNS := f.clusterDNS
+	if clusterDNS == "" {
+		// k3s: the 10th address of the service CIDR (pkg/cli/server/server.go).
+		ip, err := apiserver.FirstIP(serviceCIDR)
+		if err != nil {
+			return err
+		}
+		ip[len(ip)-1] += 9
+		clusterDNS = ip.String()
+	}
 	sans := append([]string{hostname, "0.0.0.0", "127.0.0.1", "localhost", "host.k3d.internal"}, f.tlsSANs...)
-	ip := nodeIP()
+	ip := firstNonEmpty(f.nodeIP, nodeIP())
 	if ip != "" {
 		sans = append(sans, ip)
 	}
@@ -59,13 +77,16 @@ func runServer(ctx context.Context, f k3sFlags) error {
 		EtcdClientPort: 2379,
 		EtcdPeerPort:   2380,
 		KubeconfigHost: "127.0.0.1",
+		ServiceCIDR:    serviceCIDR,
+		ExtraArgs:      componentArgs(nil, f.apiserverArgs),
 	})
 	if err != nil {
 		return fmt.Errorf("starting control plane of %s: %w", hostname, err)
 	}
 	defer srv.Stop()
 
-	for _, path := range []string{firstNonEmpty(os.Getenv("K3S_KUBECONFIG_OUTPUT"), defaultKubeconfigOutput), localKubeconfig} {
+	localKC := filepath.Join(serverDataDir, "admin.kubeconfig")
+	for _, path := range []string{firstNonEmpty(os.Getenv("K3S_KUBECONFIG_OUTPUT"), defaultKubeconfigOutput), localKubeconfig, localKC} {
 		if err := writeFile(path, srv.Kubeconfig, 0o600); err != nil {
 			return fmt.Errorf("writing kubeconfig: %w", err)
 		}
@@ -74,30 +95,97 @@ func runServer(ctx context.Context, f k3sFlags) error {
 		return fmt.Errorf("writing CoreDNS manifest: %w", err)
 	}
 
+	logs := filepath.Join(serverDataDir, "logs")
+	kcm, err := startProc("kube-controller-manager", filepath.Join(logs, "kube-controller-manager.log"), binPath("kube-controller-manager"),
+		controllerManagerArgs(f, localKC, srv, clusterCIDR, serviceCIDR)...)
+	if err != nil {
+		return err
+	}
+	sched, err := startProc("kube-scheduler", filepath.Join(logs, "kube-scheduler.log"), binPath("kube-scheduler"),
+		componentArgs(map[string]string{
+			"kubeconfig":                localKC,
+			"authentication-kubeconfig": localKC,
+			"authorization-kubeconfig":  localKC,
+			"bind-address":              "127.0.0.1",
+			"secure-port":               "10259",
+			"profiling":                 "false",
+			"leader-elect":              "false",
+		}, f.schedulerArgs)...)
+	if err != nil {
+		kcm.stop(5 * time.Second)
+		return err
+	}
 	client, err := kubernetes.NewForConfig(srv.Config)
 	if err != nil {
 		return fmt.Errorf("building client for local API: %w", err)
 	}
+	ac := agentConfig{ClusterCIDR: clusterCIDR, ClusterDNS: clusterDNS, ClusterDomain: firstNonEmpty(f.clusterDomain, "cluster.local")}
+	if err := publishAgentConfig(ctx, client, ac); err != nil {
+		sched.stop(5 * time.Second)
+		kcm.stop(5 * time.Second)
+		return err
+	}
+	node, err := startNode(ctx, nodeOptions{
+		name: hostname, ip: ip, apiURL: srv.URL, token: token, caFile: srv.CACertFile,
+		clusterDNS: ac.ClusterDNS, clusterDomain: ac.ClusterDomain, clusterCIDR: ac.ClusterCIDR, flags: f,
+	})
+	if err != nil {
+		sched.stop(5 * time.Second)
+		kcm.stop(5 * time.Second)
+		return err
+	}
+	procs := append([]*proc{kcm, sched}, node...)
 	labels := f.labels()
+	// k3s labels its servers so (k3s-io/k3s pkg/agent/run.go, server roles).
 	labels["node-role.kubernetes.io/control-plane"] = "true"
 	labels["node-role.kubernetes.io/master"] = "true"
-	node := &nodeKeeper{client: client, name: hostname, ip: ip, labels: labels}
-	if err := node.register(ctx); err != nil {
-		return fmt.Errorf("registering server node %s: %w", hostname, err)
-	}
+	keeper := &nodeKeeper{client: client, name: hostname, labels: labels}
 	logf("k3s is up and running")
 	logf("Cluster dns configmap has been set successfully")
 
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- srv.Wait(ctx) }()
-	go node.keepAlive(ctx)
-	select {
-	case <-ctx.Done():
+	go func() {
+		if err := keeper.waitRegistered(ctx); err == nil {
+			keeper.keepAlive(ctx)
+		}
+	}()
+	err = supervise(ctx, procs, errc)
+	if ctx.Err() != nil {
 		logf("shutting down stand-in server")
 		return nil
-	case err := <-errc:
-		return err
 	}
+	return err
+}
+
+// defaultClusterCIDR is k3s's default pod CIDR.
+const defaultClusterCIDR = "10.42.0.0/16"
+
+// controllerManagerArgs are k3s's kube-controller-manager flags
+// (k3s-io/k3s pkg/daemons/control/server.go controllerManager): node CIDR
+// allocation from --cluster-cidr, service-account credentials signed with
+// the API server's key, the cluster CA as root CA and signer. Cloud
+// controllers stay off as with k3s's embedded CCM.
+func controllerManagerArgs(f k3sFlags, kubeconfig string, srv *apiserver.Server, clusterCIDR, serviceCIDR string) []string {
+	return componentArgs(map[string]string{
+		"kubeconfig":                       kubeconfig,
+		"authentication-kubeconfig":        kubeconfig,
+		"authorization-kubeconfig":         kubeconfig,
+		"service-account-private-key-file": srv.ServiceAccountKeyFile,
+		"root-ca-file":                     srv.CACertFile,
+		"cluster-signing-cert-file":        srv.CACertFile,
+		"cluster-signing-key-file":         srv.CAKeyFile,
+		"allocate-node-cidrs":              "true",
+		"cluster-cidr":                     clusterCIDR,
+		"service-cluster-ip-range":         serviceCIDR,
+		"use-service-account-credentials":  "true",
+		"bind-address":                     "127.0.0.1",
+		"secure-port":                      "10257",
+		"profiling":                        "false",
+		"leader-elect":                     "false",
+		"configure-cloud-routes":           "false",
+		"controllers":                      "*,tokencleaner,-service,-route,-cloud-node-lifecycle",
+	}, f.controllerArgs)
 }
 
 func assetsDir() string {
@@ -175,4 +263,53 @@ func firstNonEmpty(vals ...string) string {
 		}
 	}
 	return ""
+}
+
+// Real k3s agents fetch the cluster's settings from their server
+// (/v1-k3s/config). The stand-in server publishes the few its agents need
+// in a ConfigMap instead.
+const (
+	agentConfigNamespace = "kube-system"
+	agentConfigName      = "k3s-standin-agent-config"
+)
+
+type agentConfig struct {
+	ClusterCIDR, ClusterDNS, ClusterDomain string
+}
+
+func publishAgentConfig(ctx context.Context, client kubernetes.Interface, c agentConfig) error {
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: agentConfigName, Namespace: agentConfigNamespace},
+		Data:       map[string]string{"cluster-cidr": c.ClusterCIDR, "cluster-dns": c.ClusterDNS, "cluster-domain": c.ClusterDomain},
+	}
+	for {
+		_, err := client.CoreV1().ConfigMaps(agentConfigNamespace).Create(ctx, cm, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			_, err = client.CoreV1().ConfigMaps(agentConfigNamespace).Update(ctx, cm, metav1.UpdateOptions{})
+		}
+		if err == nil {
+			return nil
+		}
+		// The kube-system namespace appears shortly after the API is ready.
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("publishing agent config: %w", err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func fetchAgentConfig(ctx context.Context, client kubernetes.Interface) (agentConfig, error) {
+	for {
+		cm, err := client.CoreV1().ConfigMaps(agentConfigNamespace).Get(ctx, agentConfigName, metav1.GetOptions{})
+		if err == nil {
+			return agentConfig{ClusterCIDR: cm.Data["cluster-cidr"], ClusterDNS: cm.Data["cluster-dns"], ClusterDomain: cm.Data["cluster-domain"]}, nil
+		}
+		logf("Waiting for the server's agent configuration: %v", err)
+		select {
+		case <-ctx.Done():
+			return agentConfig{}, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
 }

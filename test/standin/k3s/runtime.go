@@ -1,0 +1,392 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Paths as k3s lays them out in a node (k3s-io/k3s pkg/cli/cmds/agent.go
+// defaults under /var/lib/rancher/k3s/agent; pkg/agent/config/config.go:
+// containerd root, state, socket and config path; the airgap image dir).
+const (
+	agentDir          = "/var/lib/rancher/k3s/agent"
+	containerdRoot    = agentDir + "/containerd"
+	containerdState   = "/run/k3s/containerd"
+	containerdSocket  = containerdState + "/containerd.sock"
+	containerdConfig  = agentDir + "/etc/containerd/config.toml"
+	containerdLog     = containerdRoot + "/containerd.log"
+	airgapImagesDir   = agentDir + "/images"
+	kubeletKubeconfig = agentDir + "/kubelet.kubeconfig"
+	kubeletConfigFile = agentDir + "/etc/kubelet.conf"
+	kubeletCertDir    = agentDir + "/kubelet-pki"
+	podManifestsDir   = agentDir + "/pod-manifests"
+
+	// With --flannel-backend=none (the only backend the stand-in takes)
+	// k3s points containerd at the standard CNI directories
+	// (k3s-io/k3s pkg/agent/config/config.go: NoFlannel).
+	cniBinDir  = "/opt/cni/bin"
+	cniConfDir = "/etc/cni/net.d"
+
+	// defaultPauseImage is the locally built sandbox image (hack/test-env.sh
+	// saves it into airgapImagesDir of the node image). k3s's default is
+	// rancher/mirrored-pause; --pause-image overrides it as in k3s.
+	defaultPauseImage = "docker.io/sriov-lane-standin/pause:3.10-standin"
+)
+
+// nodeOptions is what kubelet needs to join: where the API server is and
+// how this node is named, labelled and addressed.
+type nodeOptions struct {
+	name          string
+	ip            string
+	apiURL        string
+	token         string
+	caFile        string // "" trusts the server without verification
+	clusterDNS    string
+	clusterDomain string
+	clusterCIDR   string
+	flags         k3sFlags
+}
+
+// startNode starts containerd, imports the airgap images, protects the
+// host's sysctls and starts kubelet: the agent half every k3s node runs.
+func startNode(ctx context.Context, o nodeOptions) ([]*proc, error) {
+	for _, d := range []string{cniBinDir, cniConfDir, podManifestsDir, filepath.Dir(containerdConfig), kubeletCertDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	pause := firstNonEmpty(o.flags.pauseImage, defaultPauseImage)
+	if err := writeFile(containerdConfig, containerdConfigTOML(pause), 0o600); err != nil {
+		return nil, fmt.Errorf("writing containerd config: %w", err)
+	}
+	ctrd, err := startProc("containerd", containerdLog, binPath("containerd"), "--config", containerdConfig, "--log-level", "info")
+	if err != nil {
+		return nil, err
+	}
+	procs := []*proc{ctrd}
+	fail := func(err error) ([]*proc, error) {
+		ctrd.stop(5 * time.Second)
+		return nil, err
+	}
+	if err := waitSocket(ctx, ctrd, containerdSocket, 60*time.Second); err != nil {
+		return fail(err)
+	}
+	logf("Containerd is now running")
+	if err := importAirgapImages(ctx); err != nil {
+		return fail(err)
+	}
+	if err := protectHostSysctls(); err != nil {
+		return fail(err)
+	}
+	if err := writeKubeletFiles(o); err != nil {
+		return fail(err)
+	}
+	kubelet, err := startProc("kubelet", "", binPath("kubelet"), kubeletArgs(o)...)
+	if err != nil {
+		return fail(err)
+	}
+	procs = append(procs, kubelet)
+	proxy, err := startProc("kube-proxy", filepath.Join(agentDir, "logs", "kube-proxy.log"), binPath("kube-proxy"), kubeProxyArgs(o)...)
+	if err != nil {
+		kubelet.stop(5 * time.Second)
+		return fail(err)
+	}
+	return append(procs, proxy), nil
+}
+
+// kubeProxyArgs are k3s's kube-proxy flags (k3s-io/k3s
+// pkg/daemons/agent/agent_linux.go kubeProxyArgs): iptables mode, health
+// on loopback, and conntrack limits left alone (0): nf_conntrack_max and
+// the timeouts are not namespaced, a node in a container must not set them.
+func kubeProxyArgs(o nodeOptions) []string {
+	return componentArgs(map[string]string{
+		"proxy-mode":                        "iptables",
+		"healthz-bind-address":              "127.0.0.1",
+		"kubeconfig":                        kubeletKubeconfig,
+		"cluster-cidr":                      o.clusterCIDR,
+		"conntrack-max-per-core":            "0",
+		"conntrack-tcp-timeout-established": "0s",
+		"conntrack-tcp-timeout-close-wait":  "0s",
+		"hostname-override":                 o.name,
+	}, o.flags.kubeProxyArgs)
+}
+
+func binPath(name string) string { return filepath.Join(assetsDir(), name) }
+
+// containerdConfigTOML follows what k3s's template sets for a node on
+// cgroupfs with --flannel-backend=none (k3s-io/k3s
+// pkg/agent/templates/templates_linux.go): overlayfs, the pinned sandbox
+// image, runc v2 without systemd cgroups, the standard CNI dirs. One
+// deviation, derived from the machine rather than set for the rig:
+// restrict_oom_score_adj is on when this process lacks CAP_SYS_RESOURCE
+// (k3s turns it on for rootless, where the same capability is missing):
+// without it every pod sandbox fails to set its -998 oom_score_adj.
+func containerdConfigTOML(pauseImage string) []byte {
+	restrict := !hasCapSysResource()
+	return []byte(fmt.Sprintf(`# Written by the sriov-lane stand-in k3s; regenerated at every start.
+version = 4
+root = %q
+state = %q
+
+[plugins.'io.containerd.server.v1.grpc']
+  address = %q
+
+[plugins.'io.containerd.server.v1.ttrpc']
+  address = %q
+
+[plugins.'io.containerd.cri.v1.images']
+  snapshotter = 'overlayfs'
+  [plugins.'io.containerd.cri.v1.images'.pinned_images]
+    sandbox = %q
+
+[plugins.'io.containerd.cri.v1.runtime']
+  enable_selinux = false
+  restrict_oom_score_adj = %t
+  [plugins.'io.containerd.cri.v1.runtime'.cni]
+    bin_dirs = [%q]
+    conf_dir = %q
+  [plugins.'io.containerd.cri.v1.runtime'.containerd]
+    default_runtime_name = 'runc'
+    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+      runtime_type = 'io.containerd.runc.v2'
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+        BinaryName = %q
+        SystemdCgroup = false
+
+[plugins.'io.containerd.grpc.v1.cri']
+  stream_server_address = '127.0.0.1'
+  stream_server_port = '10010'
+`, containerdRoot, containerdState, containerdSocket, containerdSocket+".ttrpc", pauseImage, restrict, cniBinDir, cniConfDir, binPath("runc")))
+}
+
+func hasCapSysResource() bool {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return false
+	}
+	const capSysResource = 24
+	return data[0].Effective&(1<<capSysResource) != 0
+}
+
+func waitSocket(ctx context.Context, p *proc, path string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		if err := p.exited(); err != nil {
+			return err
+		}
+		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			c.Close()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s did not open %s within %s; log %s:\n%s", p.name, path, timeout, p.log, tail(p.log, 3000))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// importAirgapImages imports every image tarball under the agent's images
+// directory into the k8s.io namespace at start, as k3s does with its
+// airgap images (k3s-io/k3s pkg/agent/containerd/containerd.go).
+func importAirgapImages(ctx context.Context) error {
+	files, err := filepath.Glob(filepath.Join(airgapImagesDir, "*.tar"))
+	if err != nil || len(files) == 0 {
+		return err
+	}
+	for _, f := range files {
+		start := time.Now()
+		cmd := exec.CommandContext(ctx, binPath("ctr"), "--address", containerdSocket, "--namespace", "k8s.io", "images", "import", "--all-platforms", f)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("importing %s: %v: %s", f, err, out)
+		}
+		logf("Imported images from %s in %s", f, time.Since(start).Round(time.Millisecond))
+	}
+	return nil
+}
+
+// hostSysctls are the non-namespaced sysctls kubelet sets at start
+// (k8s.io/kubernetes pkg/kubelet/cm/container_manager_linux.go@v1.36.3
+// setupKernelTunables; names in k8s.io/component-helpers
+// node/util/sysctl/sysctl.go@v0.36.3). Written in a privileged node they
+// change the host. The stand-in binds a private file over each first, so
+// kubelet reads and writes that file instead of the rig host's kernel.
+var hostSysctls = []string{
+	"vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
+	"kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes",
+}
+
+func protectHostSysctls() error {
+	dir := "/run/k3s-standin/sysctl"
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, s := range hostSysctls {
+		target := "/proc/sys/" + s
+		cur, err := os.ReadFile(target)
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", target, err)
+		}
+		shadow := filepath.Join(dir, strings.ReplaceAll(s, "/", "."))
+		if err := os.WriteFile(shadow, cur, 0o644); err != nil {
+			return err
+		}
+		if err := unix.Mount(shadow, target, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("refusing to start kubelet: cannot shield host sysctl %s (bind mount: %w)", target, err)
+		}
+	}
+	logf("Shielded host sysctls from kubelet: %s", strings.Join(hostSysctls, " "))
+	return nil
+}
+
+// kubeletConfig is a KubeletConfiguration with the values k3s sets by
+// default (k3s-io/k3s pkg/daemons/agent/agent.go defaultKubeletConfig and
+// agent_linux.go): cgroupfs driver, no swap check, cluster DNS at the 10th
+// service address, 5% disk eviction, serialised pulls off, the static pod
+// dir. Authentication and authorisation differ: k3s gives kubelet a client
+// CA and webhook modes; the stand-in API server has no kubelet client
+// certificate, so kubelet allows the node-local network (stand-in only).
+func kubeletConfig(o nodeOptions) string {
+	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: 0.0.0.0
+authentication:
+  anonymous:
+    enabled: true
+  webhook:
+    enabled: false
+authorization:
+  mode: AlwaysAllow
+cgroupDriver: cgroupfs
+clusterDNS:
+- %s
+clusterDomain: %s
+containerRuntimeEndpoint: unix://%s
+evictionHard:
+  imagefs.available: 5%%
+  nodefs.available: 5%%
+evictionMinimumReclaim:
+  imagefs.available: 10%%
+  nodefs.available: 10%%
+failSwapOn: false
+healthzBindAddress: 127.0.0.1
+serializeImagePulls: false
+staticPodPath: %s
+`, o.clusterDNS, o.clusterDomain, containerdSocket, podManifestsDir)
+}
+
+func writeKubeletFiles(o nodeOptions) error {
+	if err := writeFile(kubeletConfigFile, []byte(kubeletConfig(o)), 0o600); err != nil {
+		return err
+	}
+	cluster := "    insecure-skip-tls-verify: true\n"
+	if o.caFile != "" {
+		cluster = "    certificate-authority: " + o.caFile + "\n"
+	}
+	kc := "apiVersion: v1\nkind: Config\nclusters:\n- name: local\n  cluster:\n    server: " + o.apiURL + "\n" + cluster +
+		"users:\n- name: kubelet\n  user:\n    token: " + o.token + "\ncontexts:\n- name: local\n  context:\n    cluster: local\n    user: kubelet\ncurrent-context: local\n"
+	return writeFile(kubeletKubeconfig, []byte(kc), 0o600)
+}
+
+// kubeletArgs are k3s's kubelet flags for this node (k3s-io/k3s
+// pkg/daemons/agent/agent_linux.go kubeletArgsAndConfig) merged with
+// --kubelet-arg items the way k3s merges them. Without a cloud controller
+// (the stand-in runs none) k3s sets node-ip and no cloud-provider.
+func kubeletArgs(o nodeOptions) []string {
+	defaults := map[string]string{
+		"config":            kubeletConfigFile,
+		"kubeconfig":        kubeletKubeconfig,
+		"hostname-override": o.name,
+		"read-only-port":    "0",
+		"cert-dir":          kubeletCertDir,
+	}
+	if o.ip != "" {
+		defaults["node-ip"] = o.ip
+	}
+	if l := kubeletSettableLabels(o.flags.labels()); l != "" {
+		defaults["node-labels"] = l
+	}
+	if len(o.flags.nodeTaints) > 0 {
+		defaults["register-with-taints"] = strings.Join(o.flags.nodeTaints, ",")
+	}
+	if containerized("/proc/1/cgroup") {
+		defaults["kubelet-cgroups"] = "/k3s"
+		defaults["runtime-cgroups"] = "/k3s"
+	}
+	return componentArgs(defaults, o.flags.kubeletArgs)
+}
+
+// containerized mirrors k3s's test for running in a container (k3s-io/k3s
+// pkg/cgroups/cgroups_linux.go CheckCgroups): PID 1's systemd (v1) or
+// unified (v2) cgroup is neither / nor /init.scope. k3s then gives kubelet
+// and the runtime their own /k3s cgroup.
+func containerized(procCgroup string) bool {
+	data, err := os.ReadFile(procCgroup)
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) < 3 {
+			continue
+		}
+		if parts[1] == "name=systemd" || (parts[0] == "0" && parts[1] == "") {
+			if parts[2] != "/" && parts[2] != "/init.scope" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// kubeletSettableLabels keeps the labels kubelet may set on its own Node
+// (k8s.io/kubelet pkg/apis/well_known_labels.go@v0.36.3 IsKubeletLabel:
+// no kubernetes.io / k8s.io namespaces except kubelet.kubernetes.io,
+// node.kubernetes.io and a few well-known keys). The others, like
+// node-role.kubernetes.io/worker, the supervisor sets through the API once
+// the Node exists, as k3s does.
+func kubeletSettableLabels(labels map[string]string) string {
+	var out []string
+	for k, v := range labels {
+		if isKubeletLabel(k) {
+			out = append(out, k+"="+v)
+		}
+	}
+	sort.Strings(out)
+	return strings.Join(out, ",")
+}
+
+func isKubeletLabel(key string) bool {
+	prefix, _, found := strings.Cut(key, "/")
+	if !found {
+		return true
+	}
+	switch key {
+	case "kubernetes.io/hostname", "kubernetes.io/os", "kubernetes.io/arch",
+		"beta.kubernetes.io/os", "beta.kubernetes.io/arch", "beta.kubernetes.io/instance-type",
+		"failure-domain.beta.kubernetes.io/region", "failure-domain.beta.kubernetes.io/zone",
+		"topology.kubernetes.io/region", "topology.kubernetes.io/zone":
+		return true
+	}
+	for _, ns := range []string{"kubelet.kubernetes.io", "node.kubernetes.io"} {
+		if prefix == ns || strings.HasSuffix(prefix, "."+ns) {
+			return true
+		}
+	}
+	restricted := prefix == "kubernetes.io" || strings.HasSuffix(prefix, ".kubernetes.io") ||
+		prefix == "k8s.io" || strings.HasSuffix(prefix, ".k8s.io")
+	return !restricted
+}
