@@ -29,6 +29,12 @@ SRIOVDP_IMAGE="$(testutil_const StandinDevicePluginImage)"
 FLANNEL_IMAGE="$(go_const "${ROOT}/pkg/cni/images.go" FlannelImage)"
 FLANNEL_CNI_IMAGE="$(testutil_const StandinFlannelCNIPluginImage)"
 MULTUS_IMAGE="$(go_const "${ROOT}/pkg/cni/images.go" MultusImage)"
+BUSYBOX_IMAGE="$(testutil_const StandinBusyboxImage)"
+SRIOVCNI_IMAGE="$(testutil_const StandinSRIOVCNIImage)"
+# The rig's registry, serving every component image under the repository
+# path of the upstream name the product deploys (testutil.RigImageMirror).
+RIG_REGISTRY=sriov-lane-rig-registry
+RIG_REGISTRY_PORT="${SRIOV_LANE_RIG_REGISTRY_PORT:-5055}"
 
 log() { printf 'test-env: %s\n' "$*"; }
 warn() { printf 'test-env: WARNING: %s\n' "$*" >&2; }
@@ -483,6 +489,10 @@ phase image-tools
 build_image "${TOOLS_IMAGE}" 'ENTRYPOINT ["/bin/k3s"]
 CMD ["noop"]' "" "${STANDIN_BIN}:/bin/k3s"
 
+phase image-busybox
+build_image "${BUSYBOX_IMAGE}" 'CMD ["sh"]' ""
+
+[[ -n "${REGISTRY_BIN}" ]] || die "the registry did not build: rig lanes get their images from it"
 if [[ -n "${REGISTRY_BIN}" ]]; then
 	phase image-registry
 	regcfg="${CACHE_ROOT}/registry-config.yml"
@@ -503,6 +513,64 @@ YAML
 ENTRYPOINT ["/bin/registry"]
 CMD ["serve", "/etc/docker/registry/config.yml"]' "" "${REGISTRY_BIN}:/bin/registry" "${regcfg}:/etc/docker/registry/config.yml"
 fi
+
+# ---------------------------------------------------------------- rig registry
+# Rig lanes get their component images the way users' lanes can: through
+# imageRegistryMirror, from a registry that serves them under the
+# repository paths of their upstream names (k8snetworkplumbingwg/multus-cni,
+# flannel-io/flannel, library/busybox, ...). It runs on the host network, so
+# nodes on any Docker network reach it at the default bridge's gateway
+# address; its storage is cached, so warm pushes only compare digests.
+phase rig-registry
+rig_registry_up() {
+	local want have
+	want="$(docker image inspect -f '{{.Id}}' "${REGISTRY_IMAGE}")"
+	have="$(docker inspect -f '{{.State.Running}} {{.Image}}' "${RIG_REGISTRY}" 2>/dev/null || true)"
+	if [[ "${have}" != "true ${want}" ]]; then
+		docker rm -f "${RIG_REGISTRY}" >/dev/null 2>&1 || true
+		mkdir -p "${CACHE_ROOT}/rig-registry"
+		docker run -d --name "${RIG_REGISTRY}" --network host --restart unless-stopped \
+			-e "REGISTRY_HTTP_ADDR=0.0.0.0:${RIG_REGISTRY_PORT}" \
+			-v "${CACHE_ROOT}/rig-registry:/var/lib/registry" "${REGISTRY_IMAGE}" >/dev/null
+	fi
+	local i
+	for i in $(seq 1 100); do
+		"${BUSYBOX}" wget -q -O /dev/null "http://127.0.0.1:${RIG_REGISTRY_PORT}/v2/" 2>/dev/null && return 0
+		sleep 0.1
+	done
+	docker logs --tail 20 "${RIG_REGISTRY}" >&2 || true
+	die "rig registry ${RIG_REGISTRY} does not answer on 127.0.0.1:${RIG_REGISTRY_PORT}"
+}
+rig_registry_up
+# repo_path REF: the repository path a mirror serves REF under (the rule of
+# pkg/cni.MirrorImage: registry host dropped, Docker Hub's library/ explicit).
+repo_path() {
+	local ref="$1" first="${1%%/*}"
+	if [[ "${ref}" == */* && ( "${first}" == *.* || "${first}" == *:* || "${first}" == localhost ) ]]; then
+		ref="${ref#*/}"
+	fi
+	[[ "${ref%%:*}" == */* ]] || ref="library/${ref}"
+	printf '%s' "${ref}"
+}
+rig_push() { # LOCAL-IMAGE UPSTREAM-NAME
+	local dst="127.0.0.1:${RIG_REGISTRY_PORT}/$(repo_path "$2")"
+	docker tag "$1" "${dst}"
+	docker push -q "${dst}" >/dev/null || die "pushing $1 to the rig registry as ${dst}"
+	docker rmi "${dst}" >/dev/null
+}
+rig_push "${FLANNEL_IMAGE}" "${FLANNEL_IMAGE}"
+rig_push "${MULTUS_IMAGE}" "${MULTUS_IMAGE}"
+rig_push "${FLANNEL_CNI_IMAGE}" "$(go_const "${ROOT}/pkg/cni/images.go" FlannelCNIPluginImage)"
+rig_push "${SRIOVDP_IMAGE}" "$(go_const "${ROOT}/pkg/cni/images.go" DevicePluginImage)"
+rig_push "${BUSYBOX_IMAGE}" "$(go_const "${ROOT}/pkg/cni/smoke.go" SmokeImage)"
+if [[ -n "${SRIOVCNI_IMAGE}" ]]; then
+	rig_push "${SRIOVCNI_IMAGE}" "$(go_const "${ROOT}/pkg/cni/images.go" SRIOVCNIImage)"
+else
+	warn "no sriov-cni stand-in image yet: rig lanes cannot start sriov-cni"
+fi
+gw="$(docker network inspect bridge -f '{{range .IPAM.Config}}{{if .Gateway}}{{.Gateway}} {{end}}{{end}}' | tr ' ' '\n' | grep -m1 '\.' || true)"
+[[ -n "${gw}" ]] || die "cannot find the IPv4 gateway of Docker's default bridge network"
+printf 'http://%s:%s\n' "${gw}" "${RIG_REGISTRY_PORT}" >"${ASSETS}/rig-image-mirror"
 
 # Images this script replaced while a container still used them are left
 # dangling; drop those no container uses any more (never forced).

@@ -252,16 +252,9 @@ func stepWait(ctx context.Context, c *Context) error {
 	if err := cni.WaitNodesReady(ctx, c.Clientset, names); err != nil {
 		return err
 	}
-	want := map[string]int64{}
-	for _, p := range c.Placements {
-		want[p.Node] += int64(p.VFs)
-	}
-	if err := cni.WaitAllocatable(ctx, c.Clientset, want, c.Lane.Resource()); err != nil {
-		return err
-	}
-	if !c.Lane.WaitDaemonSets() {
-		return nil
-	}
+	// Rollouts first: a component pod that cannot start (image pull,
+	// crash) is named by the rollout wait, while allocatable would only
+	// time out. The device plugin's pods are what make allocatable appear.
 	if err := cni.WaitDaemonSets(ctx, c.Clientset, c.objects); err != nil {
 		return err
 	}
@@ -274,7 +267,13 @@ func stepWait(ctx context.Context, c *Context) error {
 		if err != nil {
 			return fmt.Errorf("creating dynamic client: %w", err)
 		}
-		return cni.WaitCalico(ctx, c.Clientset, dyn)
+		if err := cni.WaitCalico(ctx, c.Clientset, dyn); err != nil {
+			return err
+		}
 	}
-	return nil
+	want := map[string]int64{}
+	for _, p := range c.Placements {
+		want[p.Node] += int64(p.VFs)
+	}
+	return cni.WaitAllocatable(ctx, c.Clientset, want, c.Lane.Resource())
 }

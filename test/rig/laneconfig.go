@@ -16,10 +16,11 @@ import (
 const maxAgents = 4
 
 const laneHeader = `# Lane config for the test rig in %s (written by lane-rig up).
-# wait.daemonSets is false: the stand-in k3s has no kubelet running pods,
-# so component DaemonSets never roll out; allocatable is still waited for.
 # The fake sysfs is mounted into every agent at the same path, so paths
 # recorded in it resolve the same inside and outside the nodes.
+# imageRegistryMirror is the rig's registry (make test-env), serving the
+# component images under their upstream names: built from upstream Go
+# modules where they are served, stand-ins from test/standin otherwise.
 `
 
 // laneConfig is the lane the rig's PFs are meant for.
@@ -46,7 +47,8 @@ func laneConfig(dir string, s *State) *config.Lane {
 		StateDir:   filepath.Join(dir, laneStateDir),
 		Volumes:    []string{s.SysfsRoot + ":" + s.SysfsRoot + "@agent:*"},
 		Registry:   config.Registry{Enabled: &f},
-		Wait:       config.Wait{DaemonSets: &f},
+
+		ImageRegistryMirror: s.ImageMirror,
 		PFs:        config.PFSelect{Include: names},
 	}
 }

@@ -116,7 +116,7 @@ func TestUpDownIdempotent(t *testing.T) {
 		t.Fatalf("lane.yaml invalid: %v\n%s", err, b)
 	}
 	if lane.Name != "rig-"+prefix || lane.SysfsRoot != s2.SysfsRoot || lane.Agents != 3 || lane.PFsPerNode != 1 ||
-		lane.RegistryEnabled() || lane.WaitDaemonSets() || len(lane.PFs.Include) != 3 ||
+		lane.RegistryEnabled() || lane.ImageRegistryMirror != testutil.RigImageMirror() || len(lane.PFs.Include) != 3 ||
 		lane.K3sImage != testutil.StandinK3sImage || lane.ToolsImage != testutil.StandinToolsImage {
 		t.Errorf("lane.yaml does not describe the rig:\n%s", b)
 	}

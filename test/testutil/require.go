@@ -5,6 +5,8 @@ package testutil
 import (
 	"context"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,6 +36,10 @@ const (
 	// MultusImage is built by `make test-env` from Multus's Go module under
 	// the upstream name the product deploys (pkg/cni.MultusImage).
 	MultusImage = "ghcr.io/k8snetworkplumbingwg/multus-cni:v4.3.0-thick"
+	// StandinBusyboxImage stands in for the smoke pod's
+	// docker.io/library/busybox:1.37.0 (pkg/cni.SmokeImage): Debian's
+	// busybox-static, which may be another busybox version.
+	StandinBusyboxImage = "sriov-lane-standin/busybox:1.37.0-standin"
 )
 
 // Strict reports whether a missing prerequisite must fail the test rather
@@ -103,4 +109,19 @@ func RequireEnvPath(t testing.TB, name, what string) string {
 		skipOrFail(t, "needs "+what+": "+name+"="+p+": "+err.Error())
 	}
 	return p
+}
+
+// RigImageMirrorFile, under $SRIOV_LANE_TEST_ASSETS, holds the address of
+// the registry `make test-env` runs for rig lanes (http://IP:PORT): it
+// serves every component image under its upstream repository path.
+const RigImageMirrorFile = "rig-image-mirror"
+
+// RigImageMirror is that address, or "" without make test-env's assets (a
+// lane brought up then waits for images it cannot pull, and says so).
+func RigImageMirror() string {
+	b, err := os.ReadFile(filepath.Join(os.Getenv("SRIOV_LANE_TEST_ASSETS"), RigImageMirrorFile))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }
