@@ -14,7 +14,7 @@ TEST_TIMEOUT ?= 25m
 TESTFLAGS ?=
 LANE_ARGS ?=
 
-.PHONY: all build lane test test-env unit vet fmt bench clean manifests
+.PHONY: all build lane test test-env unit vet fmt bench clean manifests demo demo-down
 
 all: build
 
@@ -23,6 +23,12 @@ build: ## bin/sriov-lane
 
 lane: build ## bring up a lane with defaults on this SR-IOV host (LANE_ARGS for flags)
 	bin/sriov-lane up $(LANE_ARGS)
+
+demo: test-env build ## a lane on the test rig (stand-in NICs and nodes), left up; make demo-down ends it
+	hack/demo.sh up
+
+demo-down: build ## tear down what make demo brought up
+	hack/demo.sh down
 
 test-env: ## install and start what the tests need; idempotent, seconds when present
 	hack/test-env.sh
