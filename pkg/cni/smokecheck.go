@@ -19,6 +19,7 @@ import (
 
 // Check names, as printed by `verify`.
 const (
+	CheckPodReady       = "pod Ready"
 	CheckPCIDeviceEnv   = "PCIDEVICE env"
 	CheckVFIODevice     = "vfio device"
 	CheckNetworkStatus  = "network-status"

@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// VerifySmoke looks inside the Ready smoke pod for the VF it was given:
+// VerifySmoke looks inside the smoke pod, once Ready (WaitPodsReady), for the VF it was given:
 // the device plugin's PCIDEVICE_* variable naming one PCI address, then in
 // vfio-pci mode its /dev/vfio group, in netdevice mode Multus's
 // network-status entry for the smoke network (same PCI address) and that
@@ -39,6 +39,7 @@ func VerifySmoke(ctx context.Context, cfg *rest.Config, cs kubernetes.Interface,
 	if err != nil {
 		return PCIDevice{}, fmt.Errorf("getting smoke pod %s/%s: %w", ns, SmokePodName, err)
 	}
+	report(CheckPodReady, fmt.Sprintf("%s/%s on node %s", ns, pod.Name, pod.Spec.NodeName))
 	fail := func(err error) (PCIDevice, error) { return PCIDevice{}, smokeFailure(ctx, cs, pod, err) }
 	run := func(cmd ...string) CmdOutput { return execInPod(ctx, cfg, cs, ns, pod.Name, SmokeContainer, cmd...) }
 
