@@ -6,11 +6,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
+	"k8s.io/streaming/pkg/httpstream"
 )
 
 // execTimeout bounds one command in the smoke pod.
@@ -20,7 +20,9 @@ const execTimeout = 30 * time.Second
 // subresource, without stdin or a TTY, and returns what it printed. Like
 // kubectl exec it speaks WebSocket first and falls back to SPDY when the
 // upgrade fails (k8s.io/kubectl pkg/cmd/exec/exec.go@v0.36.3,
-// createExecutor).
+// createExecutor). Since v0.37 remotecommand reports a failed upgrade as
+// k8s.io/streaming's UpgradeFailureError, which apimachinery's
+// httpstream.IsUpgradeFailure (what kubectl v0.36 asks) does not match.
 func execInPod(ctx context.Context, cfg *rest.Config, cs kubernetes.Interface, ns, pod, container string, cmd ...string) CmdOutput {
 	out := CmdOutput{Cmd: cmd}
 	req := cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(pod).SubResource("exec").
