@@ -21,14 +21,14 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// VerifySmoke looks inside the smoke pod, once Ready (WaitPodsReady), for the VF it was given:
-// the device plugin's PCIDEVICE_* variable naming one PCI address, then in
-// vfio-pci mode its /dev/vfio group, in netdevice mode Multus's
-// network-status entry for the smoke network (same PCI address) and that
-// interface with its address in the pod's network namespace. report gets
-// each passed check and what it found; the first failure ends the checks
-// with an error naming the pod, the check, what was expected and found,
-// and the pod's last events.
+// VerifySmoke looks inside the smoke pod, once Ready (WaitPodsReady), for
+// the VF it was given: the device plugin's PCIDEVICE_* variable naming one
+// PCI address, then in vfio-pci mode its /dev/vfio group, in netdevice mode
+// Multus's network-status entry for the smoke network (same PCI address)
+// and that interface with its address in the pod's network namespace.
+// report gets each passed check and what it found; the first failure ends
+// the checks with an error naming the pod, the check, what was expected and
+// found, and the pod's last events.
 func VerifySmoke(ctx context.Context, cfg *rest.Config, cs kubernetes.Interface, o Options, report func(check, found string)) (PCIDevice, error) {
 	o, err := o.withDefaults()
 	if err != nil {
@@ -39,8 +39,11 @@ func VerifySmoke(ctx context.Context, cfg *rest.Config, cs kubernetes.Interface,
 	if err != nil {
 		return PCIDevice{}, fmt.Errorf("getting smoke pod %s/%s: %w", ns, SmokePodName, err)
 	}
-	report(CheckPodReady, fmt.Sprintf("%s/%s on node %s", ns, pod.Name, pod.Spec.NodeName))
 	fail := func(err error) (PCIDevice, error) { return PCIDevice{}, smokeFailure(ctx, cs, pod, err) }
+	if !podReady(pod) {
+		return fail(&CheckError{Check: CheckPodReady, Expected: "a Ready pod", Found: "phase " + string(pod.Status.Phase) + ", not Ready"})
+	}
+	report(CheckPodReady, fmt.Sprintf("%s/%s on node %s", ns, pod.Name, pod.Spec.NodeName))
 	run := func(cmd ...string) CmdOutput { return execInPod(ctx, cfg, cs, ns, pod.Name, SmokeContainer, cmd...) }
 
 	dev, found, err := checkPCIDeviceEnv(run("env"), PCIDeviceEnvName(o.ResourcePrefix, o.ResourceName))

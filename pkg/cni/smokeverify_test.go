@@ -105,3 +105,17 @@ func TestDeleteSmokePodTimeoutSaysWhy(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// The checks start from a Ready pod; one that is not fails before any exec.
+func TestVerifySmokeNeedsReadyPod(t *testing.T) {
+	p := smokePod()
+	p.Status.Phase = corev1.PodPending
+	cs := fake.NewClientset(p)
+	o := defaultTestOptions()
+	var lines []string
+	_, err := VerifySmoke(t.Context(), nil, cs, o, func(check, found string) { lines = append(lines, check) })
+	wantCheck(t, err, CheckPodReady, "expected a Ready pod; found phase Pending, not Ready", "on node k3d-sriov-agent-0")
+	if len(lines) != 0 {
+		t.Errorf("reported %v before the pod was Ready", lines)
+	}
+}
