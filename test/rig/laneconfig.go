@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
+	"github.com/sriov-lane/sriov-lane/test/standin/rigsysfs"
 	"github.com/sriov-lane/sriov-lane/test/testutil"
 )
 
@@ -19,7 +20,9 @@ const laneHeader = `# Lane config for the test rig in %s (written by lane-rig up
 # wait.daemonSets is false: the stand-in k3s has no kubelet running pods,
 # so component DaemonSets never roll out; allocatable is still waited for.
 # The fake sysfs is mounted into every agent at the same path, so paths
-# recorded in it resolve the same inside and outside the nodes.
+# recorded in it resolve the same inside and outside the nodes, and again at
+# %s, where the stand-ins of the device plugin and
+# sriov-cni look for it (test/standin/rigsysfs; no product code knows it).
 `
 
 // laneConfig is the lane the rig's PFs are meant for.
@@ -44,10 +47,15 @@ func laneConfig(dir string, s *State) *config.Lane {
 		SysfsRoot:  s.SysfsRoot,
 		VFIODir:    s.VFIODir,
 		StateDir:   filepath.Join(dir, laneStateDir),
-		Volumes:    []string{s.SysfsRoot + ":" + s.SysfsRoot + "@agent:*"},
-		Registry:   config.Registry{Enabled: &f},
-		Wait:       config.Wait{DaemonSets: &f},
-		PFs:        config.PFSelect{Include: names},
+		// The second mount is for pods: the device plugin's has the node's
+		// /var/log, Multus's daemon the node's / (test/standin/rigsysfs).
+		Volumes: []string{
+			s.SysfsRoot + ":" + s.SysfsRoot + "@agent:*",
+			s.SysfsRoot + ":" + rigsysfs.NodePath + "@agent:*",
+		},
+		Registry: config.Registry{Enabled: &f},
+		Wait:     config.Wait{DaemonSets: &f},
+		PFs:      config.PFSelect{Include: names},
 	}
 }
 
@@ -66,7 +74,7 @@ func writeLaneConfig(dir string, s *State) error {
 	if b, err = yaml.Marshal(m); err != nil {
 		return fmt.Errorf("encoding rig lane config: %w", err)
 	}
-	out := append([]byte(fmt.Sprintf(laneHeader, dir)), b...)
+	out := append([]byte(fmt.Sprintf(laneHeader, dir, rigsysfs.NodePath)), b...)
 	if err := os.WriteFile(filepath.Join(dir, LaneFile), out, 0o644); err != nil {
 		return fmt.Errorf("writing rig lane config: %w", err)
 	}
