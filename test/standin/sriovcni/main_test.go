@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/containernetworking/cni/pkg/skel"
@@ -79,6 +80,54 @@ func TestEntrypointCopiesTheBinaryAsUpstreamsImageDoes(t *testing.T) {
 	}
 	if out, err := run("-h"); err != nil || !strings.Contains(out, "--cni-bin-dir=/host/opt/cni/bin") || !strings.Contains(out, "--sriov-bin-file=/usr/bin/sriov") {
 		t.Errorf("-h: %v\n%s (want upstream's defaults)", err, out)
+	}
+}
+
+// The image as hack/test-env.sh lays it out: busybox with its applets in
+// /bin, the plugin at /usr/bin/sriov, the entrypoint at /entrypoint.sh, and
+// the product's mount at /host/opt/cni/bin. Run chrooted there, the
+// entrypoint with its defaults copies the plugin into the mount.
+func TestEntrypointInTheImageLayout(t *testing.T) {
+	require(t, os.Geteuid() == 0, "needs root (chroot)")
+	_, err := os.Stat("/bin/busybox")
+	require(t, err == nil, "needs /bin/busybox (busybox-static, which hack/test-env.sh installs)")
+	root := t.TempDir()
+	for _, d := range []string{"bin", "usr/bin", "host/opt/cni/bin", "tmp"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cp := func(src, dst string) {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, dst), b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cp("/bin/busybox", "bin/busybox")
+	cp("entrypoint.sh", "entrypoint.sh")
+	cp(os.Args[0], "usr/bin/sriov")
+	list, err := exec.Command("/bin/busybox", "--list").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, applet := range strings.Fields(string(list)) {
+		if applet != "busybox" {
+			if err := os.Symlink("busybox", filepath.Join(root, "bin", applet)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	cmd := exec.Command("/entrypoint.sh", "--no-sleep")
+	cmd.Env = []string{"PATH=/bin:/sbin:/usr/bin:/usr/sbin"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: root}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("entrypoint in the image layout: %v\n%s", err, out)
+	}
+	if fi, err := os.Stat(filepath.Join(root, "host/opt/cni/bin/sriov")); err != nil || fi.Mode().Perm()&0o111 == 0 {
+		t.Errorf("/host/opt/cni/bin/sriov: %v %v", fi, err)
 	}
 }
 
