@@ -60,16 +60,24 @@ func nowarn(string, ...any) {}
 // PCI addresses.
 func pools(t *testing.T, root, cfg string) map[string][]string {
 	t.Helper()
-	list, err := readConfig([]byte(cfg), nowarn)
+	out, err := selectIDs(root, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return out
+}
+
+func selectIDs(root, cfg string) (map[string][]string, error) {
+	list, err := readConfig([]byte(cfg), nowarn)
+	if err != nil {
+		return nil, err
+	}
 	if err := validConfigs(list, "intel.com"); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	got, err := selectPools(root, list, nowarn)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	out := map[string][]string{}
 	for rc, devs := range got {
@@ -80,7 +88,7 @@ func pools(t *testing.T, root, cfg string) map[string][]string {
 		sort.Strings(ids)
 		out[rc.prefix("intel.com")+"/"+rc.ResourceName] = ids
 	}
-	return out
+	return out, nil
 }
 
 func TestPoolsAreSelectedAsUpstreamSelectorsDo(t *testing.T) {
