@@ -38,7 +38,7 @@ test-env: ## install and start what the tests need; idempotent, seconds when pre
 # a failure instead of a skip, so nothing silently goes untested.
 # Stand-ins with their own Go module (kept out of the product's dependency
 # graph); vet and test them too.
-STANDIN_MODULES := test/standin/sriovdp test/standin/flannelcni
+STANDIN_MODULES := test/standin/sriovdp test/standin/flannelcni test/standin/sriovcni
 
 test: test-env vet
 	rc=0; SRIOV_LANE_TEST_STRICT=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) ./... || rc=1; \
