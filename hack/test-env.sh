@@ -31,7 +31,6 @@ FLANNEL_IMAGE="$(go_const "${ROOT}/pkg/cni/images.go" FlannelImage)"
 FLANNEL_CNI_IMAGE="$(testutil_const StandinFlannelCNIPluginImage)"
 MULTUS_IMAGE="$(go_const "${ROOT}/pkg/cni/images.go" MultusImage)"
 BUSYBOX_IMAGE="$(testutil_const StandinBusyboxImage)"
-SRIOVCNI_IMAGE="$(testutil_const StandinSRIOVCNIImage)"
 # The rig's registry, serving every component image under the repository
 # path of the upstream name the product deploys (testutil.RigImageMirror).
 RIG_REGISTRY=sriov-lane-rig-registry
@@ -480,7 +479,7 @@ build_image "${SRIOV_CNI_IMAGE}" 'ENTRYPOINT ["/entrypoint.sh"]' "" \
 # uses cp).
 phase image-flannel
 iptables_files /usr/sbin
-IMAGE_LINKS="${xt_links}" build_image "${FLANNEL_IMAGE}" 'ENTRYPOINT ["/opt/bin/flanneld"]' "" \
+IMAGE_LINKS="${xt_links} /var/run=/run" build_image "${FLANNEL_IMAGE}" 'ENTRYPOINT ["/opt/bin/flanneld"]' "" \
 	"${FLANNELD_BIN}:/opt/bin/flanneld" "${INSTALL_CONF_BIN}:/opt/bin/install-conf" "${xt_files[@]}"
 
 phase image-flannel-cni-plugin
@@ -496,7 +495,10 @@ for b in multus multus-daemon multus-shim install_multus thin_entrypoint kubecon
 	multus_files+=("${MULTUS_BIN}/${b}:/usr/src/multus-cni/bin/${b}")
 done
 multus_files+=("${MULTUS_BIN}/cert-approver:/cert-approver")
-build_image "${MULTUS_IMAGE}" 'ENTRYPOINT ["/usr/src/multus-cni/bin/multus-daemon"]' "" "${multus_files[@]}"
+# /var/run is a link to /run as in debian:stable-slim: the product mounts the
+# node's /var/run/netns at /run/netns, and the daemon opens the netns paths
+# containerd hands it (/var/run/netns/cni-...) through that link.
+IMAGE_LINKS="/var/run=/run" build_image "${MULTUS_IMAGE}" 'ENTRYPOINT ["/usr/src/multus-cni/bin/multus-daemon"]' "" "${multus_files[@]}"
 
 phase image-tools
 build_image "${TOOLS_IMAGE}" 'ENTRYPOINT ["/bin/k3s"]
@@ -576,11 +578,7 @@ rig_push "${MULTUS_IMAGE}" "${MULTUS_IMAGE}"
 rig_push "${FLANNEL_CNI_IMAGE}" "$(go_const "${ROOT}/pkg/cni/images.go" FlannelCNIPluginImage)"
 rig_push "${SRIOVDP_IMAGE}" "$(go_const "${ROOT}/pkg/cni/images.go" DevicePluginImage)"
 rig_push "${BUSYBOX_IMAGE}" "$(go_const "${ROOT}/pkg/cni/smoke.go" SmokeImage)"
-if [[ -n "${SRIOVCNI_IMAGE}" ]]; then
-	rig_push "${SRIOVCNI_IMAGE}" "$(go_const "${ROOT}/pkg/cni/images.go" SRIOVCNIImage)"
-else
-	warn "no sriov-cni stand-in image yet: rig lanes cannot start sriov-cni"
-fi
+rig_push "${SRIOV_CNI_IMAGE}" "$(go_const "${ROOT}/pkg/cni/images.go" SRIOVCNIImage)"
 gw="$(docker network inspect bridge -f '{{range .IPAM.Config}}{{if .Gateway}}{{.Gateway}} {{end}}{{end}}' | tr ' ' '\n' | grep -m1 '\.' || true)"
 [[ -n "${gw}" ]] || die "cannot find the IPv4 gateway of Docker's default bridge network"
 printf 'http://%s:%s\n' "${gw}" "${RIG_REGISTRY_PORT}" >"${ASSETS}/rig-image-mirror"

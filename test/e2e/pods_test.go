@@ -30,7 +30,7 @@ import (
 func TestPodsOnTheRig(t *testing.T) {
 	requireRig(t)
 	r := rig.NewForTest(t, 2, "rgp")
-	l := newLane(t, r, "e2e-p", 16467)
+	l := newLane(t, r, "e2e-p", 16468)
 	kc := lanepkg.KubeconfigPath(l.cfg)
 
 	l.up(t)
