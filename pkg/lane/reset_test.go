@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	metadatafake "k8s.io/client-go/metadata/fake"
 
 	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
 )
@@ -241,4 +242,45 @@ func TestLoadBaselineOfALaneWithoutOne(t *testing.T) {
 	if _, err := os.Stat(BaselinePath(l) + ".tmp"); !os.IsNotExist(err) {
 		t.Errorf("temporary file left behind: %v", err)
 	}
+}
+
+func TestWaitObjectsGone(t *testing.T) {
+	defer func(d time.Duration) { resetPollInterval = d }(resetPollInterval)
+	resetPollInterval = 10 * time.Millisecond
+	crd := func(uid types.UID) *metav1.PartialObjectMetadata {
+		return &metav1.PartialObjectMetadata{
+			TypeMeta: metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition"},
+			ObjectMeta: metav1.ObjectMeta{Name: "widgets.example.com", UID: uid, DeletionTimestamp: &metav1.Time{Time: time.Now()},
+				Finalizers: []string{"customresourcecleanup.apiextensions.k8s.io"}},
+		}
+	}
+	refs := []objectRef{obj(crds, "CustomResourceDefinition", "widgets.example.com", "u-w").objectRef}
+	gvr := refs[0].gvr()
+	client := func() *metadatafake.FakeMetadataClient {
+		scheme := metadatafake.NewTestScheme()
+		metav1.AddMetaToScheme(scheme)
+		return metadatafake.NewSimpleMetadataClient(scheme, crd("u-w"))
+	}
+
+	t.Run("gone", func(t *testing.T) {
+		md := client()
+		go func() {
+			time.Sleep(50 * time.Millisecond)
+			md.Resource(gvr).Delete(context.Background(), "widgets.example.com", metav1.DeleteOptions{})
+		}()
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		if err := waitObjectsGone(ctx, md, refs); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("held by its finalizer", func(t *testing.T) {
+		md := client()
+		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+		defer cancel()
+		err := waitObjectsGone(ctx, md, refs)
+		if err == nil || !strings.Contains(err.Error(), "CustomResourceDefinition widgets.example.com: being deleted, finalizers [customresourcecleanup.apiextensions.k8s.io]") {
+			t.Fatalf("%v", err)
+		}
+	})
 }
