@@ -106,6 +106,8 @@ func Describe(ctx context.Context, l *config.Lane) (*LaneStatus, error) {
 		ps.VFDrivers = vfDrivers(sys, pl.PF.PCI)
 		if problem := locatePF(ctx, l, cli, nodes, pl, &ps); problem != "" {
 			st.Problems = append(st.Problems, problem)
+		} else if problem := vfProblem(l, sys, pl.PF.PCI); problem != "" {
+			st.Problems = append(st.Problems, fmt.Sprintf("%s in %s: %s: run 'sriov-lane repair --name %s'", pl.PF, pl.Node, problem, l.Name))
 		}
 		st.PFs = append(st.PFs, ps)
 	}
@@ -166,6 +168,36 @@ func clientsetFor(l *config.Lane) kubernetes.Interface {
 		return nil
 	}
 	return cs
+}
+
+// vfProblem says how the VFs of the PF at pci differ from what up made
+// (vfsPerPF of them, each on vfio-pci, or in netdevice mode on a kernel
+// driver), or "" when they do not: a job may have removed or rebound them.
+func vfProblem(l *config.Lane, sys sriov.Sysfs, pci string) string {
+	n, err := sys.ReadInt(pci, "sriov_numvfs")
+	if err != nil {
+		return fmt.Sprintf("cannot read its sriov_numvfs: %v", err)
+	}
+	if n != l.VFsPerPF {
+		return fmt.Sprintf("%d VFs, want %d", n, l.VFsPerPF)
+	}
+	want := "vfio-pci"
+	ok := func(d string) bool { return d == sriov.ModeVFIO }
+	if l.VFDriver == config.VFDriverNetdevice {
+		want = "a kernel driver"
+		ok = func(d string) bool { return d != sriov.ModeVFIO && d != "none" }
+	}
+	var wrong []string
+	for d, k := range vfDrivers(sys, pci) {
+		if !ok(d) {
+			wrong = append(wrong, fmt.Sprintf("%d on %s", k, d))
+		}
+	}
+	if len(wrong) == 0 {
+		return ""
+	}
+	sort.Strings(wrong)
+	return fmt.Sprintf("VFs %s, want all on %s", strings.Join(wrong, ", "), want)
 }
 
 func vfDrivers(sys sriov.Sysfs, pci string) map[string]int {

@@ -43,19 +43,37 @@ func Repair(ctx context.Context, l *config.Lane, opts RepairOptions) (RepairRepo
 		return rep, err
 	}
 	defer closeLane()
-	j, cli, status := c.Journal, c.Docker, c.Status
-	c.SRIOV = &sriov.Session{Journal: j, Sysfs: sriov.Sysfs{Root: l.SysfsRoot}, Docker: cli, Log: func(m string) { status.Infof("%s", m) }}
-
-	status.Start("find what moved")
-	broken, want, err := brokenAgents(ctx, c)
-	status.End(err)
+	repaired, want, err := repairAgents(ctx, c)
+	rep.Repaired = repaired
 	if err != nil {
 		return rep, err
 	}
-	if len(broken) == 0 {
-		status.Infof("lane %s is healthy: nothing to repair", l.Name)
+	if len(repaired) == 0 {
+		c.Status.Infof("lane %s is healthy: nothing to repair", l.Name)
 		return rep, nil
 	}
+	c.Status.Start("wait for VFs")
+	err = waitAllocatable(ctx, l, want)
+	c.Status.End(err)
+	return rep, err
+}
+
+// repairAgents checks that every PF is in the agent up put it in, with its
+// VFs as configured, and redoes up's share of each agent where not. It
+// returns the agents it repaired and what every agent must advertise; the
+// wait for that is the caller's (repair waits for the repaired agents
+// alone, reset as up does). c is an opened lane (openLane).
+func repairAgents(ctx context.Context, c *Context) ([]string, map[string]int64, error) {
+	l, j, cli, status := c.Lane, c.Journal, c.Docker, c.Status
+	c.SRIOV = &sriov.Session{Journal: j, Sysfs: sriov.Sysfs{Root: l.SysfsRoot}, Docker: cli, Log: func(m string) { status.Infof("%s", m) }}
+
+	status.Start("check PFs and VFs")
+	broken, want, err := brokenAgents(ctx, c)
+	status.End(err)
+	if err != nil || len(broken) == 0 {
+		return nil, want, err
+	}
+	var repaired []string
 	undo := undoers(l, cli, c.Provider, false)
 	for _, b := range broken {
 		pcis := map[string]bool{}
@@ -69,7 +87,7 @@ func Repair(ctx context.Context, l *config.Lane, opts RepairOptions) (RepairRepo
 		})
 		status.End(err)
 		if err != nil {
-			return rep, fmt.Errorf("repairing lane %s: %w", l.Name, err)
+			return repaired, want, fmt.Errorf("repairing lane %s: %w", l.Name, err)
 		}
 		// Up's own steps, narrowed to this agent and its PFs.
 		c.Agents, c.Leased, c.Placements = []provider.Node{b.agent}, b.pfs, nil
@@ -78,16 +96,12 @@ func Repair(ctx context.Context, l *config.Lane, opts RepairOptions) (RepairRepo
 			err := s.Run(ctx, c)
 			status.End(err)
 			if err != nil {
-				return rep, fmt.Errorf("repairing lane %s: %s: %w", l.Name, s.Name, err)
+				return repaired, want, fmt.Errorf("repairing lane %s: %s: %w", l.Name, s.Name, err)
 			}
 		}
-		rep.Repaired = append(rep.Repaired, b.agent.Name)
+		repaired = append(repaired, b.agent.Name)
 	}
-
-	status.Start("wait for VFs")
-	err = waitAllocatable(ctx, l, want)
-	status.End(err)
-	return rep, err
+	return repaired, want, nil
 }
 
 type brokenAgent struct {
@@ -96,7 +110,8 @@ type brokenAgent struct {
 }
 
 // brokenAgents finds the agents whose PFs are not in their current netns,
-// and what every agent must advertise once repaired. An agent that is not
+// or whose VFs are not as configured, and what every agent must advertise
+// once repaired. An agent that is not
 // running, or gone, cannot be repaired: the error says what to do.
 func brokenAgents(ctx context.Context, c *Context) ([]brokenAgent, map[string]int64, error) {
 	l := c.Lane
@@ -120,6 +135,7 @@ func brokenAgents(ctx context.Context, c *Context) ([]brokenAgent, map[string]in
 		return nil, nil, fmt.Errorf("lane %s has no PFs in agents (up did not get that far): run 'sriov-lane down --name %s'", l.Name, l.Name)
 	}
 	var out []brokenAgent
+	sys := sriov.Sysfs{Root: l.SysfsRoot}
 	want := map[string]int64{}
 	for _, name := range order {
 		want[name] = int64(l.VFsPerPF * len(pfs[name]))
@@ -138,6 +154,13 @@ func brokenAgents(ctx context.Context, c *Context) ([]brokenAgent, map[string]in
 				return nil, nil, fmt.Errorf("agent %s is not running: start it (docker start %s), then run repair again", name, name)
 			}
 			if !w.InAgent {
+				out = append(out, brokenAgent{agent: a, pfs: pfs[name]})
+				break
+			}
+			// In place, but with VFs a job removed or rebound: the same redo
+			// of the agent's share puts them back as up made them.
+			if problem := vfProblem(l, sys, pf.PCI); problem != "" {
+				c.Status.Detailf("%s in %s: %s", pf, name, problem)
 				out = append(out, brokenAgent{agent: a, pfs: pfs[name]})
 				break
 			}

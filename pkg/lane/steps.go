@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/sriov-lane/sriov-lane/pkg/cni"
@@ -103,16 +104,34 @@ func stepCreateCluster(ctx context.Context, c *Context) error {
 	}); err != nil {
 		return err
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
-	if err != nil {
-		return fmt.Errorf("loading kubeconfig %s: %w", c.Kubeconfig, err)
+	return c.connect()
+}
+
+// connect sets the context's API clients from the lane's kubeconfig: up's
+// steps after the cluster exists, and commands acting on a running lane.
+func (c *Context) connect() error {
+	if c.Kubeconfig == "" {
+		c.Kubeconfig = KubeconfigPath(c.Lane)
 	}
-	// A lane's few dozen requests must not queue behind client-go's default
-	// 5 requests/s limit.
-	cfg.QPS, cfg.Burst = 100, 200
+	cfg, err := laneRestConfig(c.Kubeconfig)
+	if err != nil {
+		return err
+	}
 	c.Rest = cfg
 	c.Clientset, err = kubernetes.NewForConfig(cfg)
 	return err
+}
+
+// laneRestConfig reads the lane's kubeconfig at path.
+func laneRestConfig(path string) (*rest.Config, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return nil, fmt.Errorf("loading kubeconfig %s: %w", path, err)
+	}
+	// A lane's few dozen requests (a few hundred for reset's listing) must
+	// not queue behind client-go's default 5 requests/s limit.
+	cfg.QPS, cfg.Burst = 100, 200
+	return cfg, nil
 }
 
 // createOptions are the provider's options for the lane's cluster. --retain

@@ -40,6 +40,7 @@ func UpSteps() []Step {
 		{"wait for VFs", stepWait},
 		{"write outputs", stepOutputs},
 		{"post-up hooks", stepPostUpHooks},
+		{"record baseline", stepRecordBaseline},
 	}
 }
 
@@ -98,24 +99,33 @@ func saveConfig(l *config.Lane) error {
 		return err
 	}
 	// Atomically: a torn file would stop `down --name` from reading it.
-	tmp := SavedConfigPath(l) + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return fmt.Errorf("saving lane config: %w", err)
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return fmt.Errorf("saving lane config: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("saving lane config: %w", err)
-	}
-	f.Close()
-	if err := os.Rename(tmp, SavedConfigPath(l)); err != nil {
+	if err := writeFileAtomic(SavedConfigPath(l), b); err != nil {
 		return fmt.Errorf("saving lane config: %w", err)
 	}
 	return nil
+}
+
+// writeFileAtomic replaces path with data (mode 0600) through a synced
+// temporary file and a rename, so that a reader, or the next command after
+// a kill, sees the old file or the new one, never a torn one.
+func writeFileAtomic(path string, data []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
 // removeLaneDir deletes the lane's directory once its journal is empty:
