@@ -49,7 +49,7 @@ func laneConfig(dir string, s *State) *config.Lane {
 		Registry:   config.Registry{Enabled: &f},
 
 		ImageRegistryMirror: s.ImageMirror,
-		PFs:        config.PFSelect{Include: names},
+		PFs:                 config.PFSelect{Include: names},
 	}
 }
 
