@@ -487,14 +487,17 @@ build_image "${FLANNEL_CNI_IMAGE}" 'CMD ["/bin/sh"]' "" "${FLANNEL_CNI_BIN}:/fla
 # Multus thick under its upstream name, laid out as
 # images/Dockerfile.thick@v4.3.0: programs in /usr/src/multus-cni/bin,
 # cert-approver also at /, the daemon as entrypoint; busybox instead of
-# debian:stable-slim.
+# debian:stable-slim, with its /var/run -> /run link, which the product
+# relies on (pkg/cni/multus.go): the daemon gets each sandbox's netns as
+# /var/run/netns/... and finds it under /run/netns, where its pod mounts the
+# node's netns dir; without the link no pod gets a network.
 phase image-multus
 multus_files=()
 for b in multus multus-daemon multus-shim install_multus thin_entrypoint kubeconfig_generator cert-approver passthru; do
 	multus_files+=("${MULTUS_BIN}/${b}:/usr/src/multus-cni/bin/${b}")
 done
 multus_files+=("${MULTUS_BIN}/cert-approver:/cert-approver")
-build_image "${MULTUS_IMAGE}" 'ENTRYPOINT ["/usr/src/multus-cni/bin/multus-daemon"]' "" "${multus_files[@]}"
+IMAGE_LINKS="/var/run=/run" build_image "${MULTUS_IMAGE}" 'ENTRYPOINT ["/usr/src/multus-cni/bin/multus-daemon"]' "" "${multus_files[@]}"
 
 # network-resources-injector under its upstream name, laid out as
 # Dockerfile@v1.9.0: webhook and installer in /usr/bin, found through
