@@ -25,6 +25,7 @@ TOOLS_IMAGE="$(testutil_const StandinToolsImage)"
 REGISTRY_IMAGE="$(testutil_const StandinRegistryImage)"
 PAUSE_IMAGE="$(testutil_const StandinPauseImage)"
 SRIOVDP_IMAGE="$(testutil_const StandinDevicePluginImage)"
+SRIOV_CNI_IMAGE="$(testutil_const StandinSRIOVCNIImage)"
 # Images built from upstream modules carry the product's upstream names.
 FLANNEL_IMAGE="$(go_const "${ROOT}/pkg/cni/images.go" FlannelImage)"
 FLANNEL_CNI_IMAGE="$(testutil_const StandinFlannelCNIPluginImage)"
@@ -60,7 +61,7 @@ phase_end() {
 
 [[ $(id -u) -eq 0 ]] || die "must run as root (installs packages, configures dockerd)"
 [[ -f "${ROOT}/test/testutil/require.go" ]] || die "test/testutil/require.go missing: cannot learn image names"
-[[ -n "${K3S_IMAGE}" && -n "${TOOLS_IMAGE}" && -n "${REGISTRY_IMAGE}" && -n "${PAUSE_IMAGE}" && -n "${SRIOVDP_IMAGE}" ]] || die "could not read image names from test/testutil/require.go"
+[[ -n "${K3S_IMAGE}" && -n "${TOOLS_IMAGE}" && -n "${REGISTRY_IMAGE}" && -n "${PAUSE_IMAGE}" && -n "${SRIOVDP_IMAGE}" && -n "${SRIOV_CNI_IMAGE}" ]] || die "could not read image names from test/testutil/require.go"
 
 # Several engineers (and CI) may run this at once on one machine: serialise
 # so caches, daemon.json and image tags are written by one run at a time.
@@ -472,6 +473,18 @@ SRIOVDP_BIN="${ROOT}/bin/standin/sriovdp"
 if cmp -s "${SRIOVDP_BIN}.tmp" "${SRIOVDP_BIN}"; then rm -f "${SRIOVDP_BIN}.tmp"; else mv -f "${SRIOVDP_BIN}.tmp" "${SRIOVDP_BIN}"; fi
 build_image "${SRIOVDP_IMAGE}" 'ENTRYPOINT ["/usr/bin/sriovdp"]' "" "${SRIOVDP_BIN}:/usr/bin/sriovdp"
 
+# The sriov-cni stand-in (its upstream module is refused), laid out as the
+# upstream image (k8snetworkplumbingwg/sriov-cni Dockerfile@v2.10.0): the
+# plugin at /usr/bin/sriov and /entrypoint.sh as the entrypoint, which the
+# product's DaemonSet runs without arguments to copy it into
+# /host/opt/cni/bin and sleep; busybox gives it sh, awk, cp and sleep.
+phase image-sriov-cni
+SRIOV_CNI_BIN="${ROOT}/bin/standin/sriov"
+(cd "${ROOT}/test/standin/sriovcni" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w" -o "${SRIOV_CNI_BIN}.tmp" .)
+if cmp -s "${SRIOV_CNI_BIN}.tmp" "${SRIOV_CNI_BIN}"; then rm -f "${SRIOV_CNI_BIN}.tmp"; else mv -f "${SRIOV_CNI_BIN}.tmp" "${SRIOV_CNI_BIN}"; fi
+build_image "${SRIOV_CNI_IMAGE}" 'ENTRYPOINT ["/entrypoint.sh"]' "" \
+	"${SRIOV_CNI_BIN}:/usr/bin/sriov" "${ROOT}/test/standin/sriovcni/entrypoint.sh:/entrypoint.sh"
+
 # Flannel from its module, under its upstream name: the layout of
 # images/Dockerfile@v0.28.9 (/opt/bin/flanneld, /opt/bin/install-conf,
 # iptables) on busybox instead of alpine (the product's init container
@@ -487,16 +500,16 @@ build_image "${FLANNEL_CNI_IMAGE}" 'CMD ["/bin/sh"]' "" "${FLANNEL_CNI_BIN}:/fla
 # Multus thick under its upstream name, laid out as
 # images/Dockerfile.thick@v4.3.0: programs in /usr/src/multus-cni/bin,
 # cert-approver also at /, the daemon as entrypoint; busybox instead of
-# debian:stable-slim, with its /var/run -> /run link, which the product
-# relies on (pkg/cni/multus.go): the daemon gets each sandbox's netns as
-# /var/run/netns/... and finds it under /run/netns, where its pod mounts the
-# node's netns dir; without the link no pod gets a network.
+# debian:stable-slim.
 phase image-multus
 multus_files=()
 for b in multus multus-daemon multus-shim install_multus thin_entrypoint kubeconfig_generator cert-approver passthru; do
 	multus_files+=("${MULTUS_BIN}/${b}:/usr/src/multus-cni/bin/${b}")
 done
 multus_files+=("${MULTUS_BIN}/cert-approver:/cert-approver")
+# /var/run is a link to /run as in debian:stable-slim: the product mounts the
+# node's /var/run/netns at /run/netns, and the daemon opens the netns paths
+# containerd hands it (/var/run/netns/cni-...) through that link.
 IMAGE_LINKS="/var/run=/run" build_image "${MULTUS_IMAGE}" 'ENTRYPOINT ["/usr/src/multus-cni/bin/multus-daemon"]' "" "${multus_files[@]}"
 
 # network-resources-injector under its upstream name, laid out as

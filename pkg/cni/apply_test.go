@@ -13,8 +13,6 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-var nadGVR = schema.GroupVersionResource{Group: nadGroup, Version: "v1", Resource: nadPlural}
-
 // resourceVersions reads back every object and returns kind/ns/name -> rv.
 func resourceVersions(t *testing.T, cfg *rest.Config, objs []*unstructured.Unstructured) map[string]string {
 	t.Helper()

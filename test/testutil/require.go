@@ -26,6 +26,10 @@ const (
 	// ghcr.io/k8snetworkplumbingwg/sriov-network-device-plugin:v3.11.0
 	// (test/standin/sriovdp).
 	StandinDevicePluginImage = "sriov-lane-standin/sriov-network-device-plugin:v3.11.0-standin"
+	// StandinSRIOVCNIImage stands in for
+	// ghcr.io/k8snetworkplumbingwg/sriov-cni:v2.10.0 (/usr/bin/sriov and
+	// the image's /entrypoint.sh, test/standin/sriovcni).
+	StandinSRIOVCNIImage = "sriov-lane-standin/sriov-cni:v2.10.0-standin"
 	// StandinFlannelCNIPluginImage stands in for
 	// ghcr.io/flannel-io/flannel-cni-plugin:v1.9.1-flannel3 (/flannel,
 	// test/standin/flannelcni).
