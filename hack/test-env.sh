@@ -30,6 +30,8 @@ SRIOV_CNI_IMAGE="$(testutil_const StandinSRIOVCNIImage)"
 FLANNEL_IMAGE="$(go_const "${ROOT}/pkg/cni/images.go" FlannelImage)"
 FLANNEL_CNI_IMAGE="$(testutil_const StandinFlannelCNIPluginImage)"
 MULTUS_IMAGE="$(go_const "${ROOT}/pkg/cni/images.go" MultusImage)"
+# pkg/cni/nri.go: const NRIImage = "REPO:" + NRIVersion.
+NRI_IMAGE="$(sed -n 's/^const NRIImage = "\([^"]*\)" + NRIVersion$/\1/p' "${ROOT}/pkg/cni/nri.go")$(sed -n 's/^const NRIVersion = "\([^"]*\)"$/\1/p' "${ROOT}/pkg/cni/nri.go")"
 BUSYBOX_IMAGE="$(testutil_const StandinBusyboxImage)"
 # The rig's registry, serving every component image under the repository
 # path of the upstream name the product deploys (testutil.RigImageMirror).
@@ -291,6 +293,15 @@ build_tools "${TOOLS_DIR}/multus" multus "CGO_ENABLED=0" \
 	${MULTUS_PKG}/cmd/passthru-cni=passthru
 MULTUS_BIN="${TOOLS_OUT}"
 
+# network-resources-injector v1.9.0 (hack/tools/nri): webhook and
+# installer as scripts/build.sh@v1.9.0 builds them (CGO_ENABLED=0,
+# -tags no_openssl, -ldflags "-s -w"), one invocation.
+phase nri
+NRI_PKG=github.com/k8snetworkplumbingwg/network-resources-injector
+build_tools "${TOOLS_DIR}/nri" nri "CGO_ENABLED=0" "-tags=no_openssl -ldflags='-s -w'" \
+	${NRI_PKG}/cmd/webhook ${NRI_PKG}/cmd/installer
+NRI_BIN="${TOOLS_OUT}"
+
 REGISTRY_DIR="${TOOLS_DIR}/registry"
 REGISTRY_BIN=""
 if [[ -f "${REGISTRY_DIR}/go.sum" ]]; then
@@ -500,6 +511,16 @@ multus_files+=("${MULTUS_BIN}/cert-approver:/cert-approver")
 # containerd hands it (/var/run/netns/cni-...) through that link.
 IMAGE_LINKS="/var/run=/run" build_image "${MULTUS_IMAGE}" 'ENTRYPOINT ["/usr/src/multus-cni/bin/multus-daemon"]' "" "${multus_files[@]}"
 
+# network-resources-injector under its upstream name, laid out as
+# Dockerfile@v1.9.0: webhook and installer in /usr/bin, found through
+# PATH (the product's container runs `command: [webhook]`), USER 1001,
+# CMD ["webhook"]; busybox instead of alpine, with alpine's PATH.
+phase image-nri
+[[ "${NRI_IMAGE}" == */network-resources-injector:v* ]] || die "could not read NRIImage from pkg/cni/nri.go (got '${NRI_IMAGE}')"
+build_image "${NRI_IMAGE}" 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+USER 1001
+CMD ["webhook"]' "" "${NRI_BIN}/webhook:/usr/bin/webhook" "${NRI_BIN}/installer:/usr/bin/installer"
+
 phase image-tools
 build_image "${TOOLS_IMAGE}" 'ENTRYPOINT ["/bin/k3s"]
 CMD ["noop"]' "" "${STANDIN_BIN}:/bin/k3s"
@@ -575,6 +596,7 @@ rig_push() { # LOCAL-IMAGE UPSTREAM-NAME
 }
 rig_push "${FLANNEL_IMAGE}" "${FLANNEL_IMAGE}"
 rig_push "${MULTUS_IMAGE}" "${MULTUS_IMAGE}"
+rig_push "${NRI_IMAGE}" "${NRI_IMAGE}"
 rig_push "${FLANNEL_CNI_IMAGE}" "$(go_const "${ROOT}/pkg/cni/images.go" FlannelCNIPluginImage)"
 rig_push "${SRIOVDP_IMAGE}" "$(go_const "${ROOT}/pkg/cni/images.go" DevicePluginImage)"
 rig_push "${BUSYBOX_IMAGE}" "$(go_const "${ROOT}/pkg/cni/smoke.go" SmokeImage)"
