@@ -129,3 +129,15 @@ func RigImageMirror() string {
 	}
 	return strings.TrimSpace(string(b))
 }
+
+// RequireRigImageMirror skips (or fails in strict mode) unless make
+// test-env's rig registry is known: a rig lane without it waits minutes for
+// images its nodes cannot pull.
+func RequireRigImageMirror(t testing.TB) string {
+	t.Helper()
+	m := RigImageMirror()
+	if m == "" {
+		skipOrFail(t, "needs the rig's image registry (make test-env writes $SRIOV_LANE_TEST_ASSETS/"+RigImageMirrorFile+"; `make test` sets SRIOV_LANE_TEST_ASSETS)")
+	}
+	return m
+}
