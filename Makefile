@@ -12,6 +12,9 @@ export SRIOV_LANE_TEST_ASSETS := $(CURDIR)/bin/test-assets
 TEST_TIMEOUT ?= 25m
 # Extra arguments for go test, e.g. TESTFLAGS='-run TestUp -v'.
 TESTFLAGS ?=
+# e2e tests that each bring their own lane up run this many at a time: an up
+# mostly waits (kubelet, image pulls, probes), so 2 cores carry 4 lanes.
+TEST_PARALLEL ?= 4
 LANE_ARGS ?=
 
 .PHONY: all build lane test test-env unit vet fmt bench clean manifests demo demo-down
@@ -41,7 +44,7 @@ test-env: ## install and start what the tests need; idempotent, seconds when pre
 STANDIN_MODULES := test/standin/sriovdp test/standin/flannelcni test/standin/sriovcni
 
 test: test-env vet
-	rc=0; SRIOV_LANE_TEST_STRICT=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) ./... || rc=1; \
+	rc=0; SRIOV_LANE_TEST_STRICT=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -parallel $(TEST_PARALLEL) $(TESTFLAGS) ./... || rc=1; \
 	for m in $(STANDIN_MODULES); do (cd $$m && SRIOV_LANE_TEST_STRICT=1 $(GO) test -count=1 $(TESTFLAGS) ./...) || rc=1; done; \
 	exit $$rc
 

@@ -31,6 +31,11 @@ import (
 // binary is the sriov-lane built once for the package (TestMain).
 var binary string
 
+// Tests that bring a lane up run in parallel (t.Parallel, and make test's
+// -parallel): each has its own rig prefix, lane name and API port, and
+// every check they make is scoped to those. Tests that look at host-wide
+// state (sysctls, a snapshot of what bad input may touch) stay serial and
+// run first.
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "sriov-lane-e2e-bin-")
 	if err != nil {
@@ -196,7 +201,7 @@ func networkInspectOptions() network.InspectOptions { return network.InspectOpti
 
 func docker(t *testing.T) *client.Client {
 	t.Helper()
-	return testutil.RequireDocker(t)
+	return testutil.RequireDockerClient(t)
 }
 
 // assertLaneGone checks the lane left nothing: PFs home under their names

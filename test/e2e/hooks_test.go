@@ -21,6 +21,7 @@ func repoRoot(t *testing.T) string {
 // does (hack/kubevirtci/provider.sh up/down), with post-up and pre-down
 // hooks, and exports its logs on the way down as a CI job would.
 func TestKubevirtciProviderHooksAndExport(t *testing.T) {
+	t.Parallel() // own rig, lane names and API port (see TestMain)
 	requireRig(t)
 	r := rig.NewForTest(t, 2, "rgh")
 	l := newLane(t, r, "e2e-h", 16451)
@@ -100,6 +101,7 @@ func TestKubevirtciProviderHooksAndExport(t *testing.T) {
 }
 
 func TestFailingPostUpHookUndoesUp(t *testing.T) {
+	t.Parallel() // own rig, lane names and API port (see TestMain)
 	requireRig(t)
 	r := rig.NewForTest(t, 2, "rgf")
 	l := newLane(t, r, "e2e-f", 16452)

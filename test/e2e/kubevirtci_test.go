@@ -19,6 +19,7 @@ import (
 // kubectl.sh, ssh.sh, cli.sh, down.sh. The provider is named unlike the
 // lane, so the config file must follow the provider's name.
 func TestKubevirtciDropIn(t *testing.T) {
+	t.Parallel() // own rig, lane names and API port (see TestMain)
 	requireRig(t)
 	r := rig.NewForTest(t, 2, "rgv")
 	l := newLane(t, r, "e2e-v", 16461)

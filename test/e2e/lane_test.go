@@ -24,13 +24,14 @@ import (
 func requireRig(t *testing.T) {
 	t.Helper()
 	testutil.RequireRoot(t)
-	cli := testutil.RequireDocker(t)
+	cli := testutil.RequireDockerClient(t)
 	testutil.RequireImage(t, cli, testutil.StandinK3sImage)
 	testutil.RequireImage(t, cli, testutil.StandinToolsImage)
 	testutil.RequireRigImageMirror(t)
 }
 
 func TestUpStatusDown(t *testing.T) {
+	t.Parallel() // own rig, lane names and API port (see TestMain)
 	requireRig(t)
 	r := rig.NewForTest(t, 2, "rge")
 	l := newLane(t, r, "e2e-a", 16443)
@@ -112,6 +113,7 @@ func TestUpStatusDown(t *testing.T) {
 }
 
 func TestTwoLanesDisjointAndThirdFailsCleanly(t *testing.T) {
+	t.Parallel() // own rig, lane names and API port (see TestMain)
 	requireRig(t)
 	r := rig.NewForTest(t, 4, "rgt")
 	a := newLane(t, r, "e2e-b1", 16444, "rgt*")
@@ -173,6 +175,7 @@ func rewriteAgents(t *testing.T, l *lane, agents int) {
 // TestKillAtEachStepThenDown kills `up` with SIGKILL right after each step
 // finished and checks `down` from a new process loses nothing.
 func TestKillAtEachStepThenDown(t *testing.T) {
+	t.Parallel() // own rig, lane names and API port (see TestMain)
 	requireRig(t)
 	r := rig.NewForTest(t, 2, "rgk")
 	l := newLane(t, r, "e2e-k", 16447)
@@ -203,6 +206,7 @@ func TestKillAtEachStepThenDown(t *testing.T) {
 }
 
 func TestSIGINTUndoesByItself(t *testing.T) {
+	t.Parallel() // own rig, lane names and API port (see TestMain)
 	requireRig(t)
 	r := rig.NewForTest(t, 2, "rgi")
 	l := newLane(t, r, "e2e-i", 16448)
@@ -224,6 +228,7 @@ func TestSIGINTUndoesByItself(t *testing.T) {
 }
 
 func TestAgentRemovedByHandThenDown(t *testing.T) {
+	t.Parallel() // own rig, lane names and API port (see TestMain)
 	requireRig(t)
 	r := rig.NewForTest(t, 2, "rgd")
 	l := newLane(t, r, "e2e-d", 16449)
@@ -322,6 +327,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 // survive, and down brings both back under their names without waiting for
 // any refund.
 func TestNodesRestartedThenDown(t *testing.T) {
+	t.Parallel() // own rig, lane names and API port (see TestMain)
 	requireRig(t)
 	r := rig.NewForTest(t, 2, "rgr")
 	l := newLane(t, r, "e2e-r", 16454)
@@ -349,6 +355,7 @@ func TestNodesRestartedThenDown(t *testing.T) {
 // the agents first (their netns are pinned, so the PFs stay reachable),
 // then undoes the VFs, and finishes in bounded time with everything back.
 func TestDownWithVFHeldInAgent(t *testing.T) {
+	t.Parallel() // own rig, lane names and API port (see TestMain)
 	requireRig(t)
 	r := rig.NewForTest(t, 2, "rgq")
 	l := newLane(t, r, "e2e-q", 16456)
@@ -418,6 +425,7 @@ func TestDownWithVFHeldInAgent(t *testing.T) {
 // degraded and exits 1; repair puts the PF back and allocatable returns;
 // status is healthy again; down brings both stand-ins home.
 func TestRestartedAgentDegradedThenRepaired(t *testing.T) {
+	t.Parallel() // own rig, lane names and API port (see TestMain)
 	requireRig(t)
 	r := rig.NewForTest(t, 2, "rgp")
 	l := newLane(t, r, "e2e-p", 16457)

@@ -46,6 +46,7 @@ var nadGVR = schema.GroupVersionResource{Group: "k8s.cni.cncf.io", Version: "v1"
 // as request and limit from the webhook. With the injector scaled to
 // zero, pods are still admitted, unchanged (failurePolicy Ignore).
 func TestNetworkResourcesInjectorOnTheRig(t *testing.T) {
+	t.Parallel() // own rig, lane names and API port (see TestMain)
 	requireRig(t)
 	r := rig.NewForTest(t, 2, "rgn")
 	l := newLane(t, r, "e2e-n", 16465)

@@ -28,6 +28,7 @@ import (
 // through Flannel's VXLAN, and `verify` gets a VF into a pod in both VF
 // driver modes.
 func TestPodsOnTheRig(t *testing.T) {
+	t.Parallel() // own rig, lane names and API port (see TestMain)
 	requireRig(t)
 	r := rig.NewForTest(t, 2, "rgp")
 	l := newLane(t, r, "e2e-p", 16468)

@@ -25,6 +25,7 @@ import (
 // agent's VFs allocatable. The rig's nodes run kube-controller-manager, so
 // the namespace really goes.
 func TestResetRemovesWhatAJobMade(t *testing.T) {
+	t.Parallel() // own rig, lane names and API port (see TestMain)
 	requireRig(t)
 	r := rig.NewForTest(t, 2, "rgw")
 	l := newLane(t, r, "e2e-w", 16467)

@@ -69,8 +69,20 @@ func RequireRoot(t testing.TB) {
 }
 
 // RequireDocker skips (or fails in strict mode) unless a Docker daemon
-// answers, and returns a client for it.
+// answers, and returns a client for it. It points TMPDIR at the test's temp
+// dir (t.Setenv, so not for parallel tests): the k3d library, used in the
+// test process, leaves a temp hosts file per node per cluster it creates.
 func RequireDocker(t testing.TB) *client.Client {
+	t.Helper()
+	cli := RequireDockerClient(t)
+	t.Setenv("TMPDIR", t.TempDir())
+	return cli
+}
+
+// RequireDockerClient is RequireDocker without the TMPDIR change, for tests
+// that run in parallel and leave k3d to the sriov-lane binary (which gives
+// it a private TMPDIR itself).
+func RequireDockerClient(t testing.TB) *client.Client {
 	t.Helper()
 	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 	if err != nil {
@@ -85,9 +97,6 @@ func RequireDocker(t testing.TB) *client.Client {
 		return nil
 	}
 	t.Cleanup(func() { cli.Close() })
-	// The k3d library leaves a temp hosts file per node per cluster it
-	// creates; keep them in this test's temp dir, which is removed.
-	t.Setenv("TMPDIR", t.TempDir())
 	return cli
 }
 
