@@ -5,13 +5,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/lane"
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
 )
 
 // laneFlags selects and configures the lane a command acts on: --config F,
 // --name N and every lane setting as a flag (precedence flag > env > file >
-// default, see pkg/lane/config).
+// default, see pkg/config).
 type laneFlags struct {
 	file     string
 	name     string

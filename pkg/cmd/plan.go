@@ -9,8 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/sriov-lane/sriov-lane/pkg/cni"
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/lane"
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
 )
 
 func newPlanCmd(g *globals) *cobra.Command {

@@ -14,7 +14,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
 
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 )
 
 // IOStreams are the command's standard streams (tests pass buffers).

@@ -10,8 +10,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/sriov-lane/sriov-lane/pkg/cni"
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/lane"
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
 )
 
 func newVerifyCmd(g *globals) *cobra.Command {

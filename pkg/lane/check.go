@@ -12,7 +12,7 @@ import (
 	"github.com/docker/docker/client"
 	"golang.org/x/sys/unix"
 
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/provider"
 )
 

@@ -14,8 +14,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
-	"github.com/sriov-lane/sriov-lane/pkg/lane/journal"
+	"github.com/sriov-lane/sriov-lane/pkg/config"
+	"github.com/sriov-lane/sriov-lane/pkg/journal"
 	"github.com/sriov-lane/sriov-lane/pkg/provider"
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
 )

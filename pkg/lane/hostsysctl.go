@@ -12,8 +12,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
-	"github.com/sriov-lane/sriov-lane/pkg/lane/journal"
+	"github.com/sriov-lane/sriov-lane/pkg/config"
+	"github.com/sriov-lane/sriov-lane/pkg/journal"
 )
 
 // OpHostSysctls journals the lane's share of the host sysctls its nodes'

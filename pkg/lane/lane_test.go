@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
-	"github.com/sriov-lane/sriov-lane/pkg/lane/journal"
+	"github.com/sriov-lane/sriov-lane/pkg/config"
+	"github.com/sriov-lane/sriov-lane/pkg/journal"
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
 )
 

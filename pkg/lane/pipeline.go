@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sriov-lane/sriov-lane/pkg/lane/journal"
+	"github.com/sriov-lane/sriov-lane/pkg/journal"
 )
 
 // Step is one small, named stage of `up`. Host changes a step makes are

@@ -8,8 +8,8 @@ import (
 	"os"
 
 	"github.com/sriov-lane/sriov-lane/pkg/cni"
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
-	"github.com/sriov-lane/sriov-lane/pkg/lane/journal"
+	"github.com/sriov-lane/sriov-lane/pkg/config"
+	"github.com/sriov-lane/sriov-lane/pkg/journal"
 	"github.com/sriov-lane/sriov-lane/pkg/provider"
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
 )

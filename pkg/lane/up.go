@@ -9,8 +9,8 @@ import (
 
 	"github.com/docker/docker/client"
 
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
-	"github.com/sriov-lane/sriov-lane/pkg/lane/journal"
+	"github.com/sriov-lane/sriov-lane/pkg/config"
+	"github.com/sriov-lane/sriov-lane/pkg/journal"
 	"github.com/sriov-lane/sriov-lane/pkg/provider"
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
 )

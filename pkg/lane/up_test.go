@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 )
 
 // up --retain must reach the provider, which otherwise removes what a failed

@@ -9,7 +9,7 @@ import (
 	"github.com/k3d-io/k3d/v5/pkg/config/v1alpha5"
 	"sigs.k8s.io/yaml"
 
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 )
 
 // HostFacts is what ClusterConfig needs to know about the host. The caller

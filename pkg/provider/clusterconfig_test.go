@@ -14,7 +14,7 @@ import (
 	k3d "github.com/k3d-io/k3d/v5/pkg/types"
 	"sigs.k8s.io/yaml"
 
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")

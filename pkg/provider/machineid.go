@@ -7,7 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 )
 
 func machineIDDir(l *config.Lane) string { return filepath.Join(l.LaneDir(), "machine-id") }

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 )
 
 // Roles of the node containers, as k3d labels them.

@@ -26,8 +26,8 @@ import (
 	"golang.org/x/sys/unix"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
-	"github.com/sriov-lane/sriov-lane/pkg/lane/journal"
+	"github.com/sriov-lane/sriov-lane/pkg/config"
+	"github.com/sriov-lane/sriov-lane/pkg/journal"
 	"github.com/sriov-lane/sriov-lane/test/testutil"
 )
 

@@ -16,7 +16,7 @@ import (
 
 	"github.com/vishvananda/netns"
 
-	"github.com/sriov-lane/sriov-lane/pkg/lane/journal"
+	"github.com/sriov-lane/sriov-lane/pkg/journal"
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
 	"github.com/sriov-lane/sriov-lane/test/rig"
 )

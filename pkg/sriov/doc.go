@@ -12,7 +12,7 @@
 //   - undo.go:     journal undoers, so a fresh process can reverse a lane
 //   - sysfs.go:    the one sysfs writer and the deadline waits
 //
-// Every host change is journalled (pkg/lane/journal) before it is made.
+// Every host change is journalled (pkg/journal) before it is made.
 // Work inside another netns goes through netlink handles bound to that
 // netns, so no goroutine ever switches its thread's namespace.
 package sriov

@@ -7,7 +7,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"github.com/sriov-lane/sriov-lane/pkg/lane/journal"
+	"github.com/sriov-lane/sriov-lane/pkg/journal"
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
 	"github.com/sriov-lane/sriov-lane/test/rig"
 	"github.com/sriov-lane/sriov-lane/test/sriovtest"

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sriov-lane/sriov-lane/pkg/lane/journal"
+	"github.com/sriov-lane/sriov-lane/pkg/journal"
 )
 
 // Session is one lane's use of this package: every change goes through its

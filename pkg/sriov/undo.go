@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sriov-lane/sriov-lane/pkg/lane/journal"
+	"github.com/sriov-lane/sriov-lane/pkg/journal"
 )
 
 // Deps is what undoing needs; a fresh process builds it from the lane's

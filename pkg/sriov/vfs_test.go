@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sriov-lane/sriov-lane/pkg/lane/journal"
+	"github.com/sriov-lane/sriov-lane/pkg/journal"
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
 	"github.com/sriov-lane/sriov-lane/test/rig"
 )

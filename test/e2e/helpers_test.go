@@ -23,7 +23,7 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/vishvananda/netlink"
 
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/test/rig"
 	"github.com/sriov-lane/sriov-lane/test/testutil"
 )

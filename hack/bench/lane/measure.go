@@ -19,8 +19,8 @@ import (
 	k3d "github.com/k3d-io/k3d/v5/pkg/types"
 	"github.com/vishvananda/netlink"
 
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/lane"
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
 	"github.com/sriov-lane/sriov-lane/pkg/provider"
 )
 

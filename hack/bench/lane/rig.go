@@ -11,8 +11,8 @@ import (
 	"github.com/docker/docker/client"
 	"golang.org/x/sys/unix"
 
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/lane"
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
 	"github.com/sriov-lane/sriov-lane/pkg/provider"
 	"github.com/sriov-lane/sriov-lane/test/rig"
 	"github.com/sriov-lane/sriov-lane/test/rig/sysfs"
