@@ -9,6 +9,7 @@ import (
 
 	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/lane"
+	"github.com/sriov-lane/sriov-lane/pkg/statedir"
 )
 
 func newStatusCmd(g *globals) *cobra.Command {
@@ -34,7 +35,7 @@ status says what to do and exits 1.`,
 				return err
 			}
 			if lf.name == "" && lf.file == "" {
-				names, err := lane.Lanes(l.StateDir)
+				names, err := statedir.Dir(l.StateDir).Lanes()
 				if err != nil {
 					return err
 				}

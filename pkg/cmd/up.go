@@ -55,7 +55,7 @@ PFs first, unless --retain.`,
 			for _, t := range timings {
 				total += t.Duration.Seconds()
 			}
-			kc := lane.KubeconfigPath(l)
+			kc := l.KubeconfigPath()
 			fmt.Fprintf(g.streams.Out, "lane %s is up (%.1fs)\n  export KUBECONFIG=%s\n  sriov-lane status --name %s\n", l.Name, total, kc, l.Name)
 			return nil
 		},

@@ -31,7 +31,7 @@ quick end-to-end check on real hardware.`,
 			if err != nil {
 				return err
 			}
-			kc := lane.KubeconfigPath(l)
+			kc := l.KubeconfigPath()
 			cfg, err := clientcmd.BuildConfigFromFlags("", kc)
 			if err != nil {
 				return fmt.Errorf("lane %s: loading kubeconfig %s (is the lane up?): %w", l.Name, kc, err)

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 
 	"github.com/docker/docker/client"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -77,7 +76,7 @@ func (c *Context) finish() {
 // openLane locks an existing lane's journal and connects to Docker: what
 // down and repair start from. The returned func releases both.
 func openLane(l *config.Lane, out io.Writer, verbose bool) (*Context, func(), error) {
-	j, err := journal.Open(JournalPath(l))
+	j, err := journal.Open(l.Dir().Journal())
 	if err != nil {
 		if errors.Is(err, journal.ErrBusy) {
 			return nil, nil, fmt.Errorf("lane %s: %w (is another sriov-lane up, down or repair running on it? an up stopped with Ctrl-C undoes itself)", l.Name, err)
@@ -91,29 +90,4 @@ func openLane(l *config.Lane, out io.Writer, verbose bool) (*Context, func(), er
 	}
 	c := &Context{Lane: l, Journal: j, Status: NewStatus(out, verbose), Docker: cli, Provider: provider.NewWithClient(cli), Out: out}
 	return c, func() { cli.Close(); j.Close() }, nil
-}
-
-// PinPath is where the netns of a lane's agent is pinned for the lane's
-// life.
-func PinPath(l *config.Lane, agent string) string {
-	return filepath.Join(l.LaneDir(), "netns", agent)
-}
-
-// JournalPath is where a lane's journal lives.
-func JournalPath(l *config.Lane) string { return filepath.Join(l.LaneDir(), journal.FileName) }
-
-// SavedConfigPath is the resolved config `up` saved, so `down --name` can
-// act without the original file.
-func SavedConfigPath(l *config.Lane) string { return filepath.Join(l.LaneDir(), "lane.yaml") }
-
-// DefaultKubeconfig is where the kubeconfig goes when none is asked for.
-func DefaultKubeconfig(l *config.Lane) string { return filepath.Join(l.LaneDir(), "kubeconfig") }
-
-// KubeconfigPath is where the lane's kubeconfig is: the one asked for, or
-// the default in the lane dir.
-func KubeconfigPath(l *config.Lane) string {
-	if l.Kubeconfig != "" {
-		return l.Kubeconfig
-	}
-	return DefaultKubeconfig(l)
 }

@@ -58,7 +58,7 @@ type PFStatus struct {
 // Describe gathers a lane's status from its journal, Docker, the node
 // network namespaces, sysfs and the API. It changes nothing.
 func Describe(ctx context.Context, l *config.Lane) (*LaneStatus, error) {
-	entries, err := journal.Read(JournalPath(l))
+	entries, err := journal.Read(l.Dir().Journal())
 	if err != nil {
 		return nil, fmt.Errorf("lane %s: %w", l.Name, err)
 	}
@@ -131,7 +131,7 @@ func locatePF(ctx context.Context, l *config.Lane, cli *client.Client, nodes []p
 		return fmt.Sprintf("%s: agent %s is gone (container removed); its PF waits in the pinned netns: run 'sriov-lane down --name %s'", pl.PF, pl.Node, l.Name)
 	}
 	w, err := sriov.Locate(ctx, sriov.ContainerTarget{ID: agent.ContainerID, Name: agent.Name, Docker: cli},
-		sriov.PinnedTarget{Path: PinPath(l, pl.Node), Name: pl.Node}, pl.PF.MAC)
+		sriov.PinnedTarget{Path: l.Dir().Pin(pl.Node), Name: pl.Node}, pl.PF.MAC)
 	if err != nil {
 		ps.State = "unknown"
 		return fmt.Sprintf("%s: cannot tell where it is: %v", pl.PF, err)
@@ -153,7 +153,7 @@ func locatePF(ctx context.Context, l *config.Lane, cli *client.Client, nodes []p
 }
 
 func clientsetFor(l *config.Lane) kubernetes.Interface {
-	kc := KubeconfigPath(l)
+	kc := l.KubeconfigPath()
 	if _, err := os.Stat(kc); err != nil {
 		return nil
 	}

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"sort"
 	"time"
 
 	"github.com/sriov-lane/sriov-lane/pkg/config"
@@ -37,7 +35,7 @@ type DownReport struct {
 // name and state dir, when there is one: `down --name N` then acts exactly
 // on what `up` made, whatever flags it is given now.
 func ResolveSaved(l *config.Lane) (*config.Lane, error) {
-	b, err := os.ReadFile(SavedConfigPath(l))
+	b, err := os.ReadFile(l.Dir().SavedConfig())
 	if errors.Is(err, os.ErrNotExist) {
 		return l, nil
 	}
@@ -48,7 +46,7 @@ func ResolveSaved(l *config.Lane) (*config.Lane, error) {
 	if err := config.DecodeStrict(b, saved); err != nil {
 		// The journal alone is enough to tear down; never let a damaged
 		// copy of the config keep PFs away from the host.
-		fmt.Fprintf(os.Stderr, "warning: ignoring unreadable saved config %s (%v); using the given settings\n", SavedConfigPath(l), err)
+		fmt.Fprintf(os.Stderr, "warning: ignoring unreadable saved config %s (%v); using the given settings\n", l.Dir().SavedConfig(), err)
 		return l, nil
 	}
 	config.SetDefaults(saved)
@@ -59,7 +57,7 @@ func ResolveSaved(l *config.Lane) (*config.Lane, error) {
 // names, original netns, numvfs 0), then cluster and registry, then leases.
 func Down(ctx context.Context, l *config.Lane, opts DownOptions) (DownReport, error) {
 	var rep DownReport
-	if _, err := os.Stat(JournalPath(l)); errors.Is(err, os.ErrNotExist) {
+	if !l.Dir().Exists() {
 		// An up killed before its journal existed changed nothing on the
 		// host but may have left its (empty) directory.
 		removeLaneDir(l)
@@ -74,7 +72,7 @@ func Down(ctx context.Context, l *config.Lane, opts DownOptions) (DownReport, er
 	j, cli, status := c.Journal, c.Docker, c.Status
 
 	if len(l.Hooks.PreDown) > 0 {
-		kc := KubeconfigPath(l)
+		kc := l.KubeconfigPath()
 		status.Start("pre-down hooks")
 		err := runHooks(ctx, c, "pre-down", l.Hooks.PreDown, kc, PlacementsFromJournal(j.Entries()))
 		status.End(err)
@@ -148,18 +146,4 @@ func PlacementsFromJournal(entries []journal.Entry) []Placement {
 		out = append(out, Placement{PF: sriov.PF{Name: r.Name, PCI: r.PCI, MAC: r.MAC}, Node: r.TargetDesc, NameIn: r.MovedAs})
 	}
 	return out
-}
-
-// Lanes lists the names of lanes with a journal under stateDir.
-func Lanes(stateDir string) ([]string, error) {
-	matches, err := filepath.Glob(filepath.Join(stateDir, "lanes", "*", journal.FileName))
-	if err != nil {
-		return nil, err
-	}
-	var names []string
-	for _, m := range matches {
-		names = append(names, filepath.Base(filepath.Dir(m)))
-	}
-	sort.Strings(names)
-	return names, nil
 }

@@ -41,8 +41,8 @@ func ExportLogs(ctx context.Context, l *config.Lane, dir string) (string, error)
 			problems = append(problems, fmt.Sprintf("%s: %v", what, err))
 		}
 	}
-	note("journal", copyFile(JournalPath(l), filepath.Join(out, "journal.jsonl")))
-	note("lane config", copyFile(SavedConfigPath(l), filepath.Join(out, "lane.yaml")))
+	note("journal", copyFile(l.Dir().Journal(), filepath.Join(out, "journal.jsonl")))
+	note("lane config", copyFile(l.Dir().SavedConfig(), filepath.Join(out, "lane.yaml")))
 
 	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 	if err != nil {
@@ -60,7 +60,7 @@ func ExportLogs(ctx context.Context, l *config.Lane, dir string) (string, error)
 	}
 	note("registry logs", containerLogs(ctx, cli, provider.RegistryName(l.ClusterName()), filepath.Join(out, "registry.log")))
 
-	if entries, err := journal.Read(JournalPath(l)); err == nil {
+	if entries, err := journal.Read(l.Dir().Journal()); err == nil {
 		note("sysfs state", sysfsState(sriov.Sysfs{Root: l.SysfsRoot}, PlacementsFromJournal(entries), filepath.Join(out, "sriov-sysfs.txt")))
 	}
 	if cs := clientsetFor(l); cs != nil {

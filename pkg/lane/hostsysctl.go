@@ -14,6 +14,7 @@ import (
 
 	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/journal"
+	"github.com/sriov-lane/sriov-lane/pkg/statedir"
 )
 
 // OpHostSysctls journals the lane's share of the host sysctls its nodes'
@@ -63,7 +64,7 @@ func defaultSysctlHost(l *config.Lane) sysctlHost {
 	return sysctlHost{Root: "/proc/sys", StateDir: l.StateDir}
 }
 
-func (h sysctlHost) recordPath() string { return filepath.Join(h.StateDir, "host-sysctls.json") }
+func (h sysctlHost) recordPath() string { return statedir.Dir(h.StateDir).HostSysctls() }
 
 func (h sysctlHost) read(key string) (string, error) {
 	b, err := os.ReadFile(filepath.Join(h.Root, key))
@@ -75,7 +76,7 @@ func (h sysctlHost) locked(f func() error) error {
 	if err := os.MkdirAll(h.StateDir, 0o755); err != nil {
 		return err
 	}
-	lf, err := os.OpenFile(filepath.Join(h.StateDir, "host-sysctls.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	lf, err := os.OpenFile(statedir.Dir(h.StateDir).HostSysctlsLock(), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return err
 	}
@@ -214,8 +215,5 @@ func undoHostSysctls(_ context.Context, e *journal.Entry) (string, error) {
 		return "", err
 	}
 	h := sysctlHost{Root: "/proc/sys", StateDir: rec.StateDir}
-	return h.release(rec.Lane, func(lane string) bool {
-		_, err := os.Stat(filepath.Join(rec.StateDir, "lanes", lane, journal.FileName))
-		return err == nil
-	})
+	return h.release(rec.Lane, func(lane string) bool { return statedir.Dir(rec.StateDir).Lane(lane).Exists() })
 }

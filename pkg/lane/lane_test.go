@@ -49,7 +49,7 @@ func TestCNIOptionsFromLane(t *testing.T) {
 }
 
 func TestPlacementsFromJournalSkipUndoneAndVFs(t *testing.T) {
-	j, err := journal.Open(filepath.Join(t.TempDir(), journal.FileName))
+	j, err := journal.Open(filepath.Join(t.TempDir(), "journal.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,7 +46,7 @@ func stepOutputs(ctx context.Context, c *Context) error {
 	// k3s's multi-call binary is kubectl only when run under that very name;
 	// kubevirtci runs it as .kubectl. The binary goes into the lane dir
 	// (removed with the lane) and .kubectl is a wrapper that runs it.
-	bin := filepath.Join(c.Lane.LaneDir(), "bin", "kubectl")
+	bin := c.Lane.Dir().Kubectl()
 	if err := writeOutsideFile(c, bin, func(p string) error {
 		return c.Provider.CopyKubectl(ctx, c.Lane.ClusterName(), p)
 	}); err != nil {
@@ -212,12 +212,12 @@ func writeOutsideFile(c *Context, path string, write func(string) error) error {
 	if err != nil {
 		return err
 	}
-	if strings.HasPrefix(abs, c.Lane.LaneDir()+string(filepath.Separator)) {
+	if c.Lane.Dir().Holds(abs) {
 		return write(abs)
 	}
 	rec := fileRecord{Path: abs}
 	if _, err := os.Stat(abs); err == nil {
-		rec.Backup = filepath.Join(c.Lane.LaneDir(), "backup-"+strings.ReplaceAll(strings.TrimPrefix(abs, "/"), "/", "_"))
+		rec.Backup = c.Lane.Dir().Backup(abs)
 	}
 	e, err := c.Journal.Begin(OpFile, rec)
 	if err != nil {

@@ -2,10 +2,8 @@ package lane
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/sriov-lane/sriov-lane/pkg/cni"
 	"github.com/sriov-lane/sriov-lane/pkg/config"
@@ -35,8 +33,8 @@ type RepairReport struct {
 // fails half way can be run again.
 func Repair(ctx context.Context, l *config.Lane, opts RepairOptions) (RepairReport, error) {
 	var rep RepairReport
-	if _, err := os.Stat(JournalPath(l)); errors.Is(err, os.ErrNotExist) {
-		return rep, fmt.Errorf("lane %s does not exist (no journal %s)", l.Name, JournalPath(l))
+	if !l.Dir().Exists() {
+		return rep, fmt.Errorf("lane %s does not exist (no journal %s)", l.Name, l.Dir().Journal())
 	}
 	c, closeLane, err := openLane(l, opts.Out, opts.Verbose)
 	if err != nil {
@@ -128,7 +126,7 @@ func brokenAgents(ctx context.Context, c *Context) ([]brokenAgent, map[string]in
 			return nil, nil, fmt.Errorf("agent %s is gone (container removed): a lane cannot get it back; run 'sriov-lane down --name %s', then up", name, l.Name)
 		}
 		container := sriov.ContainerTarget{ID: a.ContainerID, Name: a.Name, Docker: c.Docker}
-		pin := sriov.PinnedTarget{Path: PinPath(l, name), Name: name}
+		pin := sriov.PinnedTarget{Path: l.Dir().Pin(name), Name: name}
 		for _, pf := range pfs[name] {
 			w, err := sriov.Locate(ctx, container, pin, pf.MAC)
 			if err != nil {
@@ -151,7 +149,7 @@ func brokenAgents(ctx context.Context, c *Context) ([]brokenAgent, map[string]in
 func waitAllocatable(ctx context.Context, l *config.Lane, want map[string]int64) error {
 	cs := clientsetFor(l)
 	if cs == nil {
-		return fmt.Errorf("no kubeconfig at %s to wait for allocatable", KubeconfigPath(l))
+		return fmt.Errorf("no kubeconfig at %s to wait for allocatable", l.KubeconfigPath())
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.WaitTimeout.Duration)
 	defer cancel()

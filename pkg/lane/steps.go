@@ -18,6 +18,7 @@ import (
 	"github.com/sriov-lane/sriov-lane/pkg/journal"
 	"github.com/sriov-lane/sriov-lane/pkg/provider"
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
+	"github.com/sriov-lane/sriov-lane/pkg/statedir"
 )
 
 func stepLease(ctx context.Context, c *Context) error {
@@ -97,7 +98,7 @@ func stepCreateCluster(ctx context.Context, c *Context) error {
 			return err
 		}
 	}
-	c.Kubeconfig = KubeconfigPath(c.Lane)
+	c.Kubeconfig = c.Lane.KubeconfigPath()
 	if err := writeOutsideFile(c, c.Kubeconfig, func(p string) error {
 		return c.Provider.WriteKubeconfig(ctx, c.Lane.ClusterName(), p)
 	}); err != nil {
@@ -146,7 +147,7 @@ func stepBindPFs(ctx context.Context, c *Context) error {
 	c.Pins = map[string]sriov.PinnedTarget{}
 	for i, agent := range c.Agents {
 		container := sriov.ContainerTarget{ID: agent.ContainerID, Name: agent.Name, Docker: c.Docker}
-		target, err := c.SRIOV.PinNetns(ctx, container, PinPath(c.Lane, agent.Name))
+		target, err := c.SRIOV.PinNetns(ctx, container, c.Lane.Dir().Pin(agent.Name))
 		if err != nil {
 			return err
 		}
@@ -204,7 +205,7 @@ func CNIOptions(l *config.Lane, pfNamesInNodes []string) cni.Options {
 		// The same pod CIDRs k3s gets (provider.CIDRs): the IPv4 one is the
 		// CNI's default in both places.
 		IPFamily: l.IPFamily, ClusterCIDRv6: provider.ClusterCIDRv6,
-		Calico: cni.CalicoOptions{ManifestDir: l.Calico.ManifestDir, CacheDir: l.StateDir + "/cache"},
+		Calico: cni.CalicoOptions{ManifestDir: l.Calico.ManifestDir, CacheDir: statedir.Dir(l.StateDir).Cache()},
 		// Without a certificate (plan); up adds one (cni.WithWebhookCerts).
 		NetworkResourcesInjector: cni.NRIOptions{Enabled: l.Components.NetworkResourcesInjector},
 	}

@@ -46,8 +46,8 @@ func UpSteps() []Step {
 // Up brings the lane up. On failure or interruption it undoes what it did
 // (PFs first) unless opts.Retain.
 func Up(ctx context.Context, l *config.Lane, opts UpOptions) ([]StepTiming, error) {
-	if _, err := os.Stat(JournalPath(l)); err == nil {
-		return nil, fmt.Errorf("lane %q already exists (journal %s): run 'sriov-lane down --name %s' first, or pick another --name", l.Name, JournalPath(l), l.Name)
+	if l.Dir().Exists() {
+		return nil, fmt.Errorf("lane %q already exists (journal %s): run 'sriov-lane down --name %s' first, or pick another --name", l.Name, l.Dir().Journal(), l.Name)
 	}
 	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 	if err != nil {
@@ -65,7 +65,7 @@ func Up(ctx context.Context, l *config.Lane, opts UpOptions) ([]StepTiming, erro
 	if err != nil {
 		return nil, err
 	}
-	j, err := journal.Open(JournalPath(l))
+	j, err := journal.Open(l.Dir().Journal())
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +98,7 @@ func saveConfig(l *config.Lane) error {
 		return err
 	}
 	// Atomically: a torn file would stop `down --name` from reading it.
-	tmp := SavedConfigPath(l) + ".tmp"
+	tmp := l.Dir().SavedConfig() + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return fmt.Errorf("saving lane config: %w", err)
@@ -112,7 +112,7 @@ func saveConfig(l *config.Lane) error {
 		return fmt.Errorf("saving lane config: %w", err)
 	}
 	f.Close()
-	if err := os.Rename(tmp, SavedConfigPath(l)); err != nil {
+	if err := os.Rename(tmp, l.Dir().SavedConfig()); err != nil {
 		return fmt.Errorf("saving lane config: %w", err)
 	}
 	return nil
@@ -122,7 +122,7 @@ func saveConfig(l *config.Lane) error {
 // what is left there (saved config, kubeconfig, machine-ids, a temp file a
 // kill left behind) belongs to the lane alone.
 func removeLaneDir(l *config.Lane) {
-	os.RemoveAll(l.LaneDir())
+	os.RemoveAll(l.Dir().Path())
 }
 
 // PreflightError is a failed preflight: nothing on the host was changed.

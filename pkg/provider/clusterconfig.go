@@ -193,7 +193,7 @@ func ClusterConfig(l *config.Lane, host HostFacts) (*v1alpha5.SimpleConfig, erro
 		if i > 0 {
 			filter = fmt.Sprintf("agent:%d", i-1)
 		}
-		vol(MachineIDPath(l, n)+":/etc/machine-id:ro", filter)
+		vol(l.Dir().MachineID(n)+":/etc/machine-id:ro", filter)
 	}
 	for i, s := range l.Volumes {
 		v, err := config.ParseVolume(s)

@@ -95,7 +95,7 @@ func (p *Provider) Create(ctx context.Context, l *config.Lane, opts CreateOption
 		if _, derr := p.delete(cctx, name); derr != nil {
 			err = fmt.Errorf("%w\nremoving what the failed create made also failed (remove it with `sriov-lane down`): %v", err, derr)
 		}
-		if rerr := os.RemoveAll(machineIDDir(l)); rerr != nil {
+		if rerr := os.RemoveAll(l.Dir().MachineIDs()); rerr != nil {
 			err = fmt.Errorf("%w\nremoving machine-id files: %v", err, rerr)
 		}
 	}()

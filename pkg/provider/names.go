@@ -2,7 +2,6 @@ package provider
 
 import (
 	"fmt"
-	"path/filepath"
 
 	"github.com/sriov-lane/sriov-lane/pkg/config"
 )
@@ -46,11 +45,6 @@ func toolsName(cluster string) string { return "k3d-" + cluster + "-tools" }
 
 // RegistryName is the lane registry's container.
 func RegistryName(cluster string) string { return cluster + "-registry" }
-
-// MachineIDPath is the host file bind-mounted as /etc/machine-id into node.
-func MachineIDPath(l *config.Lane, node string) string {
-	return filepath.Join(l.LaneDir(), "machine-id", node)
-}
 
 // nodeNames lists every node of the lane, server first.
 func nodeNames(l *config.Lane) []string {

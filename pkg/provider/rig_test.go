@@ -229,7 +229,7 @@ func TestRigCreateInspectRestartDelete(t *testing.T) {
 		if err != nil || r.ExitCode != 0 {
 			t.Fatalf("reading machine-id of %s: %v %+v", n.Name, err, r)
 		}
-		host, err := os.ReadFile(MachineIDPath(l, n.Name))
+		host, err := os.ReadFile(l.Dir().MachineID(n.Name))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -378,7 +378,7 @@ func TestRigCreateFailureLeavesNothing(t *testing.T) {
 	if left := leftovers(ctx, t, cli, name); len(left) > 0 {
 		t.Errorf("failed create left %v", left)
 	}
-	if _, err := os.Stat(machineIDDir(l)); !os.IsNotExist(err) {
+	if _, err := os.Stat(l.Dir().MachineIDs()); !os.IsNotExist(err) {
 		t.Errorf("machine-id files left: %v", err)
 	}
 }
@@ -402,7 +402,7 @@ func TestRigCreateFailureRetained(t *testing.T) {
 	if !slices.Contains(left, "network "+NetworkName(name)) {
 		t.Errorf("retained create left %v, want at least its network %s", left, NetworkName(name))
 	}
-	if _, err := os.Stat(machineIDDir(l)); err != nil {
+	if _, err := os.Stat(l.Dir().MachineIDs()); err != nil {
 		t.Errorf("retained create removed its machine-id files: %v", err)
 	}
 }
@@ -588,7 +588,7 @@ func contains(list []string, s string) bool {
 
 func TestRigUndoersGoneIsSuccess(t *testing.T) {
 	p, _ := rigDocker(t)
-	j, err := journal.Open(filepath.Join(t.TempDir(), journal.FileName))
+	j, err := journal.Open(filepath.Join(t.TempDir(), "journal.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -139,7 +139,7 @@ func (c *crashEnv) verify(t *testing.T, stateDir, when string) {
 	if leases, err := sriov.NewLeaser(stateDir).Leases(); err != nil || len(leases) != 0 {
 		t.Errorf("%s: leases left: %v %v", when, leases, err)
 	}
-	entries, err := journal.Read(filepath.Join(stateDir, "lane", journal.FileName))
+	entries, err := journal.Read(filepath.Join(stateDir, "lane", "journal.jsonl"))
 	if err != nil && !os.IsNotExist(err) {
 		t.Fatal(err)
 	}

@@ -52,7 +52,7 @@ func helperUp() error {
 	vfs, _ := strconv.Atoi(os.Getenv("SX_VFS"))
 	targets := strings.Split(os.Getenv("SX_TARGETS"), ",")
 	stateDir := os.Getenv("SX_STATE")
-	j, err := journal.Open(filepath.Join(stateDir, "lane", journal.FileName))
+	j, err := journal.Open(filepath.Join(stateDir, "lane", "journal.jsonl"))
 	if err != nil {
 		return err
 	}
@@ -90,7 +90,7 @@ func helperUp() error {
 func helperDown() error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	j, err := journal.Open(filepath.Join(os.Getenv("SX_STATE"), "lane", journal.FileName))
+	j, err := journal.Open(filepath.Join(os.Getenv("SX_STATE"), "lane", "journal.jsonl"))
 	if err != nil {
 		return err
 	}

@@ -43,7 +43,7 @@ func newNetns(t *testing.T, name string) sriov.PathTarget {
 func openJournal(t *testing.T) (*journal.Journal, string) {
 	t.Helper()
 	stateDir := t.TempDir()
-	j, err := journal.Open(filepath.Join(stateDir, "lane", journal.FileName))
+	j, err := journal.Open(filepath.Join(stateDir, "lane", "journal.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}

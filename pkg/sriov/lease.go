@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sriov-lane/sriov-lane/pkg/statedir"
 )
 
 // OpLease is the journal operation of taking a lease on a PF.
@@ -38,9 +40,9 @@ type Leaser struct {
 	Dir string
 }
 
-// NewLeaser returns a Leaser keeping leases in <stateDir>/leases.
+// NewLeaser returns the Leaser of the lanes of stateDir.
 func NewLeaser(stateDir string) *Leaser {
-	return &Leaser{Dir: filepath.Join(stateDir, "leases")}
+	return &Leaser{Dir: statedir.Dir(stateDir).Leases()}
 }
 
 // Request is what a lane asks of Allocate.

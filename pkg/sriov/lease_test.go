@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/sriov-lane/sriov-lane/pkg/journal"
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
+	"github.com/sriov-lane/sriov-lane/pkg/statedir"
 )
 
 func fakePFs(n int) []sriov.PF {
@@ -25,7 +25,7 @@ func fakePFs(n int) []sriov.PF {
 
 func laneJournal(t *testing.T, stateDir, lane string) *journal.Journal {
 	t.Helper()
-	j, err := journal.Open(filepath.Join(stateDir, "lanes", lane, journal.FileName))
+	j, err := journal.Open(statedir.Dir(stateDir).Lane(lane).Journal())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -129,7 +129,7 @@ func writeMachineIDs(l *config.Lane) error {
 		nodes = append(nodes, provider.NodeName(l.ClusterName(), provider.RoleAgent, i))
 	}
 	for _, n := range nodes {
-		p := provider.MachineIDPath(l, n)
+		p := l.Dir().MachineID(n)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return err
 		}

@@ -125,7 +125,7 @@ func (b *bench) close(ctx context.Context) error {
 		if err := provider.NewWithClient(b.docker).Delete(ctx, baselineName); err != nil {
 			errs = append(errs, err)
 		}
-		if err := os.RemoveAll(b.baseline.LaneDir()); err != nil {
+		if err := os.RemoveAll(b.baseline.Dir().Path()); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -132,7 +132,7 @@ func run(ctx context.Context, iters int, script string, minRatio float64) error 
 // each container's netns through the Docker API), then reverse.
 func goMove(ctx context.Context, cli *client.Client, dir, sysfsRoot string, pfs []sriov.PF, ids []string) (time.Duration, error) {
 	start := time.Now()
-	j, err := journal.Open(filepath.Join(dir, journal.FileName))
+	j, err := journal.Open(filepath.Join(dir, "journal.jsonl"))
 	if err != nil {
 		return 0, err
 	}
