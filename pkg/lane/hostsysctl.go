@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sriov-lane/sriov-lane/pkg/atomicfile"
 	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/journal"
 	"github.com/sriov-lane/sriov-lane/pkg/statedir"
@@ -107,11 +108,7 @@ func (h sysctlHost) save(r *hostSysctls) error {
 	if err != nil {
 		return err
 	}
-	tmp := h.recordPath() + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, h.recordPath())
+	return atomicfile.Write(h.recordPath(), b, 0o644)
 }
 
 // hold adds lane to the record, first taking the current values when no

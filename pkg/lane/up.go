@@ -9,6 +9,7 @@ import (
 
 	"github.com/docker/docker/client"
 
+	"github.com/sriov-lane/sriov-lane/pkg/atomicfile"
 	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/journal"
 	"github.com/sriov-lane/sriov-lane/pkg/provider"
@@ -98,21 +99,7 @@ func saveConfig(l *config.Lane) error {
 		return err
 	}
 	// Atomically: a torn file would stop `down --name` from reading it.
-	tmp := l.Dir().SavedConfig() + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return fmt.Errorf("saving lane config: %w", err)
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return fmt.Errorf("saving lane config: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("saving lane config: %w", err)
-	}
-	f.Close()
-	if err := os.Rename(tmp, l.Dir().SavedConfig()); err != nil {
+	if err := atomicfile.Write(l.Dir().SavedConfig(), b, 0o600); err != nil {
 		return fmt.Errorf("saving lane config: %w", err)
 	}
 	return nil

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sriov-lane/sriov-lane/pkg/atomicfile"
 	"github.com/sriov-lane/sriov-lane/pkg/statedir"
 )
 
@@ -194,11 +195,7 @@ func (l *Leaser) lease(s *Session, lane string, pf PF) error {
 	if err != nil {
 		return err
 	}
-	tmp := rec.File + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
-		return fmt.Errorf("leasing %s: %w", pf, err)
-	}
-	if err := os.Rename(tmp, rec.File); err != nil {
+	if err := atomicfile.Write(rec.File, append(b, '\n'), 0o600); err != nil {
 		return fmt.Errorf("leasing %s: %w", pf, err)
 	}
 	return s.done(e)
