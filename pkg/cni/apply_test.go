@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
+
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 )
 
 var nadGVR = schema.GroupVersionResource{Group: nadGroup, Version: "v1", Resource: nadPlural}
@@ -119,7 +121,7 @@ func TestApplyTwiceChangesNothing(t *testing.T) {
 func TestApplyCalicoWaitsForCRD(t *testing.T) {
 	cfg, _ := startAPI(t)
 	o := defaultTestOptions()
-	o.CNI = CNICalico
+	o.CNI = config.CNICalico
 	o.Calico, _ = testCalicoOptions(t)
 	o.Calico.CacheDir = t.TempDir()
 	objs, err := Objects(t.Context(), o)

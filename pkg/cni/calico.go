@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sriov-lane/sriov-lane/pkg/atomicfile"
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 )
 
 // CalicoVersion is the pinned Calico release, deployed through the Tigera
@@ -214,7 +215,7 @@ func DecodeManifest(data []byte) ([]*unstructured.Unstructured, error) {
 // address autodetection itself (firstFound, pkg/controller/installation/core_controller.go@v1.42.3).
 func calicoInstallation(o Options) *unstructured.Unstructured {
 	var pools []any
-	if o.IPFamily != IPFamilyIPv6 {
+	if o.IPFamily != config.IPFamilyIPv6 {
 		pools = append(pools, map[string]any{
 			"name":          "default-ipv4-ippool",
 			"cidr":          o.ClusterCIDR,
@@ -224,7 +225,7 @@ func calicoInstallation(o Options) *unstructured.Unstructured {
 			"nodeSelector":  "all()",
 		})
 	}
-	if o.IPFamily == IPFamilyIPv6 || o.IPFamily == IPFamilyDual {
+	if o.IPFamily == config.IPFamilyIPv6 || o.IPFamily == config.IPFamilyDual {
 		pools = append(pools, map[string]any{
 			"name":          "default-ipv6-ippool",
 			"cidr":          o.ClusterCIDRv6,

@@ -5,10 +5,12 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 )
 
 func TestDevicePluginConfigRoundTrip(t *testing.T) {
-	for _, drv := range []string{VFDriverVFIO, VFDriverNetdevice} {
+	for _, drv := range []string{config.VFDriverVFIO, config.VFDriverNetdevice} {
 		t.Run(drv, func(t *testing.T) {
 			o := defaultTestOptions()
 			o.VFDriver = drv
@@ -39,7 +41,7 @@ func TestDevicePluginConfigRoundTrip(t *testing.T) {
 			}
 			sel := res[0]["selectors"].([]any)[0].(map[string]any)
 			wantDrivers := []any{"vfio-pci"}
-			if drv == VFDriverNetdevice {
+			if drv == config.VFDriverNetdevice {
 				wantDrivers = []any{"iavf", "mlx5_core"}
 			}
 			if !reflect.DeepEqual(sel["drivers"], wantDrivers) {

@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 )
 
 const (
@@ -64,9 +66,9 @@ type flannelNetConf struct {
 func flannelNetConfFor(o Options) flannelNetConf {
 	nc := flannelNetConf{Network: o.ClusterCIDR, Backend: map[string]any{"Type": "vxlan"}}
 	switch o.IPFamily {
-	case IPFamilyDual:
+	case config.IPFamilyDual:
 		nc.EnableIPv6, nc.IPv6Network = true, o.ClusterCIDRv6
-	case IPFamilyIPv6:
+	case config.IPFamilyIPv6:
 		nc.EnableIPv4, nc.Network = ptr.To(false), ""
 		nc.EnableIPv6, nc.IPv6Network = true, o.ClusterCIDRv6
 	}

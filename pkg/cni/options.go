@@ -12,25 +12,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-)
 
-// IP families.
-const (
-	IPFamilyIPv4 = "ipv4"
-	IPFamilyIPv6 = "ipv6"
-	IPFamilyDual = "dual"
-)
-
-// Primary CNIs.
-const (
-	CNIFlannel = "flannel"
-	CNICalico  = "calico"
-)
-
-// VF drivers.
-const (
-	VFDriverVFIO      = "vfio-pci"
-	VFDriverNetdevice = "netdevice"
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 )
 
 // Defaults applied by Options.withDefaults.
@@ -61,7 +44,7 @@ var defaultNetdeviceDrivers = []string{"iavf", "ixgbevf", "mlx5_core"}
 // Options is everything the objects depend on. The lead maps the lane
 // configuration to it; zero values take the defaults documented per field.
 type Options struct {
-	// CNI is the primary network: "flannel" (default) or "calico".
+	// CNI is the primary network: config.CNIFlannel (default) or config.CNICalico.
 	CNI string
 	// ResourcePrefix and ResourceName make the extended resource
 	// <prefix>/<name> (e.g. kubevirt.io/sriov_net). Both required.
@@ -73,7 +56,7 @@ type Options struct {
 	NodeSelectorValue string
 	// PFNames are the PF interface names as seen inside the nodes. Required.
 	PFNames []string
-	// VFDriver is "vfio-pci" (default) or "netdevice".
+	// VFDriver is config.VFDriverVFIO (default) or config.VFDriverNetdevice.
 	VFDriver string
 	// NetdeviceDrivers are the VF kernel drivers selected in netdevice mode
 	// (default iavf, ixgbevf, mlx5_core).
@@ -87,7 +70,7 @@ type Options struct {
 	// flannel, the k3s default; 192.168.0.0/16 for calico). Unused for
 	// IPFamily ipv6.
 	ClusterCIDR string
-	// IPFamily is "ipv4" (default), "ipv6" or "dual".
+	// IPFamily is config.IPFamilyIPv4 (default), IPFamilyIPv6 or IPFamilyDual.
 	IPFamily string
 	// ClusterCIDRv6 is the IPv6 pod network for IPFamily ipv6 and dual
 	// (default DefaultClusterCIDRv6).
@@ -142,10 +125,10 @@ var resourceNameRE = regexp.MustCompile(`^[A-Za-z0-9][-A-Za-z0-9_.]*$`)
 // the first invalid field.
 func (o Options) withDefaults() (Options, error) {
 	if o.CNI == "" {
-		o.CNI = CNIFlannel
+		o.CNI = config.CNIFlannel
 	}
 	if o.VFDriver == "" {
-		o.VFDriver = VFDriverVFIO
+		o.VFDriver = config.VFDriverVFIO
 	}
 	if o.Namespace == "" {
 		o.Namespace = DefaultNamespace
@@ -178,27 +161,27 @@ func (o Options) withDefaults() (Options, error) {
 		o.Calico.Manifests = slices.Clone(CalicoManifests)
 	}
 	switch o.CNI {
-	case CNIFlannel:
+	case config.CNIFlannel:
 		if o.ClusterCIDR == "" {
 			o.ClusterCIDR = DefaultFlannelCIDR
 		}
-	case CNICalico:
+	case config.CNICalico:
 		if o.ClusterCIDR == "" {
 			o.ClusterCIDR = DefaultCalicoCIDR
 		}
 	default:
-		return o, fmt.Errorf("cni %q: want %q or %q", o.CNI, CNIFlannel, CNICalico)
+		return o, fmt.Errorf("cni %q: want %q or %q", o.CNI, config.CNIFlannel, config.CNICalico)
 	}
 	if p, err := netip.ParsePrefix(o.ClusterCIDR); err != nil || !p.Addr().Is4() {
 		return o, fmt.Errorf("cluster CIDR %q: an IPv4 prefix is required (%v)", o.ClusterCIDR, err)
 	}
 	if o.IPFamily == "" {
-		o.IPFamily = IPFamilyIPv4
+		o.IPFamily = config.IPFamilyIPv4
 	}
 	switch o.IPFamily {
-	case IPFamilyIPv4:
+	case config.IPFamilyIPv4:
 		o.ClusterCIDRv6 = ""
-	case IPFamilyIPv6, IPFamilyDual:
+	case config.IPFamilyIPv6, config.IPFamilyDual:
 		if o.ClusterCIDRv6 == "" {
 			o.ClusterCIDRv6 = DefaultClusterCIDRv6
 		}
@@ -206,10 +189,10 @@ func (o Options) withDefaults() (Options, error) {
 			return o, fmt.Errorf("IPv6 cluster CIDR %q: an IPv6 prefix is required (%v)", o.ClusterCIDRv6, err)
 		}
 	default:
-		return o, fmt.Errorf("IP family %q: want %q, %q or %q", o.IPFamily, IPFamilyIPv4, IPFamilyIPv6, IPFamilyDual)
+		return o, fmt.Errorf("IP family %q: want %q, %q or %q", o.IPFamily, config.IPFamilyIPv4, config.IPFamilyIPv6, config.IPFamilyDual)
 	}
-	if o.VFDriver != VFDriverVFIO && o.VFDriver != VFDriverNetdevice {
-		return o, fmt.Errorf("VF driver %q: want %q or %q", o.VFDriver, VFDriverVFIO, VFDriverNetdevice)
+	if o.VFDriver != config.VFDriverVFIO && o.VFDriver != config.VFDriverNetdevice {
+		return o, fmt.Errorf("VF driver %q: want %q or %q", o.VFDriver, config.VFDriverVFIO, config.VFDriverNetdevice)
 	}
 	if o.ResourcePrefix == "" || o.ResourceName == "" {
 		return o, fmt.Errorf("resource prefix and name are required (got %q/%q)", o.ResourcePrefix, o.ResourceName)

@@ -165,15 +165,11 @@ func stepBindPFs(ctx context.Context, c *Context) error {
 }
 
 func stepVFs(ctx context.Context, c *Context) error {
-	mode := sriov.ModeVFIO
-	if c.Lane.VFDriver == config.VFDriverNetdevice {
-		mode = sriov.ModeNetdevice
-	}
 	for i := range c.Placements {
 		p := &c.Placements[i]
 		// VF netdevs (netdevice mode) join their PF in the pinned netns.
 		vfs, err := c.SRIOV.ConfigureVFs(ctx, p.PF, sriov.VFOptions{
-			Count: c.Lane.VFsPerPF, Mode: mode, Target: c.Pins[p.Node],
+			Count: c.Lane.VFsPerPF, Mode: c.Lane.VFDriver, Target: c.Pins[p.Node],
 		})
 		if err != nil {
 			return fmt.Errorf("creating VFs on %s in %s: %w", p.PF, p.Node, err)

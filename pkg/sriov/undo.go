@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/journal"
 )
 
@@ -134,7 +135,7 @@ func (d Deps) undoBind(ctx context.Context, rec BindRecord) (string, error) {
 		return "", err
 	}
 	if cur != "" && cur != rec.Original && (cur == rec.Driver || rec.Driver == driverKernel) {
-		if cur == ModeVFIO {
+		if cur == config.VFDriverVFIO {
 			if err := d.waitVFIOFree(ctx, rec.VF); err != nil {
 				return "", err
 			}
@@ -203,7 +204,7 @@ func vfsOf(sys Sysfs, pf string) []string {
 // waitVFsFree waits until no VF of pf bound to vfio-pci is held open.
 func (d Deps) waitVFsFree(ctx context.Context, pf string) error {
 	for _, vf := range vfsOf(d.Sysfs, pf) {
-		if drv, err := d.Sysfs.Driver(vf); err == nil && drv == ModeVFIO {
+		if drv, err := d.Sysfs.Driver(vf); err == nil && drv == config.VFDriverVFIO {
 			if err := d.waitVFIOFree(ctx, vf); err != nil {
 				return err
 			}

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 )
 
 // Journal operations of VF set-up.
@@ -16,19 +18,14 @@ const (
 	OpBind      = "sriov.bind"
 )
 
-// VF driver modes.
-const (
-	ModeVFIO      = "vfio-pci"
-	ModeNetdevice = "netdevice"
-)
-
 // driverKernel in a BindRecord means "whatever kernel driver probing picks".
 const driverKernel = "kernel"
 
 // VFOptions say how many VFs a PF gets and how they are bound.
 type VFOptions struct {
 	Count int
-	// Mode is ModeVFIO (default) or ModeNetdevice.
+	// Mode is the lane's vfDriver: config.VFDriverVFIO (the default) binds
+	// the VFs to vfio-pci, config.VFDriverNetdevice keeps kernel netdevs.
 	Mode string
 	// Target receives the VF netdevs in netdevice mode (the PF's node).
 	Target NetnsTarget
@@ -78,7 +75,7 @@ func (s *Session) ConfigureVFs(ctx context.Context, pf PF, opts VFOptions) ([]VF
 
 func (s *Session) configureVFs(ctx context.Context, pf PF, opts VFOptions) ([]VF, error) {
 	if opts.Mode == "" {
-		opts.Mode = ModeVFIO
+		opts.Mode = config.VFDriverVFIO
 	}
 	total, err := s.Sysfs.ReadInt(pf.PCI, "sriov_totalvfs")
 	if err != nil {
@@ -87,16 +84,16 @@ func (s *Session) configureVFs(ctx context.Context, pf PF, opts VFOptions) ([]VF
 	switch {
 	case opts.Count < 0 || opts.Count > total:
 		return nil, fmt.Errorf("%d VFs requested, the device supports 0..%d", opts.Count, total)
-	case opts.Mode == ModeVFIO:
+	case opts.Mode == config.VFDriverVFIO:
 		if _, err := os.Stat(filepath.Join(s.Sysfs.Root, "module", "vfio_pci")); err != nil {
 			return nil, fmt.Errorf("the vfio_pci module is not loaded (load it with modprobe vfio-pci): %w", err)
 		}
-	case opts.Mode == ModeNetdevice:
+	case opts.Mode == config.VFDriverNetdevice:
 		if opts.Target == nil {
 			return nil, fmt.Errorf("netdevice mode needs a target netns for the VF netdevs")
 		}
 	default:
-		return nil, fmt.Errorf("unknown VF mode %q (want %s or %s)", opts.Mode, ModeVFIO, ModeNetdevice)
+		return nil, fmt.Errorf("unknown VF mode %q (want %s or %s)", opts.Mode, config.VFDriverVFIO, config.VFDriverNetdevice)
 	}
 
 	origProbe, err := s.Sysfs.ReadAttr(pf.PCI, "sriov_drivers_autoprobe")
@@ -139,9 +136,9 @@ func (s *Session) configureVFs(ctx context.Context, pf PF, opts VFOptions) ([]VF
 			return nil, fmt.Errorf("reading VF %d: %w", j, err)
 		}
 		vf := VF{PCI: filepath.Base(target), Index: j}
-		if opts.Mode == ModeVFIO {
+		if opts.Mode == config.VFDriverVFIO {
 			err = s.bindVFIO(ctx, pf.PCI, vf.PCI)
-			vf.Driver = ModeVFIO
+			vf.Driver = config.VFDriverVFIO
 		} else {
 			vf, err = s.bindNetdevice(ctx, pf.PCI, vf, opts.Target)
 		}
@@ -170,18 +167,18 @@ func (s *Session) bindVFIO(ctx context.Context, pf, vf string) error {
 	if err != nil {
 		return err
 	}
-	e, err := s.begin(OpBind, BindRecord{VF: vf, PF: pf, Original: cur, Driver: ModeVFIO})
+	e, err := s.begin(OpBind, BindRecord{VF: vf, PF: pf, Original: cur, Driver: config.VFDriverVFIO})
 	if err != nil {
 		return err
 	}
-	if cur != ModeVFIO {
+	if cur != config.VFDriverVFIO {
 		if err := unbind(ctx, s.Sysfs, s.Wait, vf, cur); err != nil {
 			return err
 		}
-		if err := WriteFile(s.Sysfs.Attr(vf, "driver_override"), ModeVFIO); err != nil {
+		if err := WriteFile(s.Sysfs.Attr(vf, "driver_override"), config.VFDriverVFIO); err != nil {
 			return err
 		}
-		if err := WriteFile(s.Sysfs.DriverFile(ModeVFIO, "bind"), vf); err != nil {
+		if err := WriteFile(s.Sysfs.DriverFile(config.VFDriverVFIO, "bind"), vf); err != nil {
 			return err
 		}
 		// Left set, the override would keep the VF on vfio-pci after the

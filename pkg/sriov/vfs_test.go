@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/journal"
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
 	"github.com/sriov-lane/sriov-lane/test/rig"
@@ -70,7 +71,7 @@ func TestVFsNetdevice(t *testing.T) {
 	if _, err := s.MovePF(testCtx(t), pf, target); err != nil {
 		t.Fatal(err)
 	}
-	vfs, err := s.ConfigureVFs(testCtx(t), pf, sriov.VFOptions{Count: 2, Mode: sriov.ModeNetdevice, Target: target})
+	vfs, err := s.ConfigureVFs(testCtx(t), pf, sriov.VFOptions{Count: 2, Mode: config.VFDriverNetdevice, Target: target})
 	if err != nil {
 		t.Fatal(err)
 	}
