@@ -218,7 +218,7 @@ func calicoInstallation(o Options) *unstructured.Unstructured {
 	if o.IPFamily != config.IPFamilyIPv6 {
 		pools = append(pools, map[string]any{
 			"name":          "default-ipv4-ippool",
-			"cidr":          o.ClusterCIDR,
+			"cidr":          o.networks.PodV4,
 			"blockSize":     int64(26),
 			"encapsulation": "VXLANCrossSubnet",
 			"natOutgoing":   "Enabled",
@@ -228,7 +228,7 @@ func calicoInstallation(o Options) *unstructured.Unstructured {
 	if o.IPFamily == config.IPFamilyIPv6 || o.IPFamily == config.IPFamilyDual {
 		pools = append(pools, map[string]any{
 			"name":          "default-ipv6-ippool",
-			"cidr":          o.ClusterCIDRv6,
+			"cidr":          o.networks.PodV6,
 			"blockSize":     int64(122),
 			"encapsulation": "VXLANCrossSubnet",
 			"natOutgoing":   "Enabled",

@@ -122,7 +122,6 @@ func TestOptionsValidation(t *testing.T) {
 		"bad driver":     func(o *Options) { o.VFDriver = "igb_uio" },
 		"no prefix":      func(o *Options) { o.ResourcePrefix = "" },
 		"no label":       func(o *Options) { o.NodeSelectorKey = "" },
-		"bad cidr":       func(o *Options) { o.ClusterCIDR = "10.42.0.0" },
 		"plugin path":    func(o *Options) { o.CNIPlugins = []string{"../../bin/sh"} },
 		"bad mem":        func(o *Options) { o.MultusMemoryLimit = "lots" },
 		"bad name chars": func(o *Options) { o.ResourceName = "a/b" },

@@ -57,8 +57,6 @@ func TestConformanceIPFamily(t *testing.T) {
 func TestOptionsIPFamilyRejects(t *testing.T) {
 	for _, mut := range []func(*Options){
 		func(o *Options) { o.IPFamily = "ipv5" },
-		func(o *Options) { o.IPFamily, o.ClusterCIDRv6 = config.IPFamilyDual, "10.1.0.0/16" },
-		func(o *Options) { o.ClusterCIDR = "fd00::/64" },
 	} {
 		o := defaultTestOptions()
 		mut(&o)

@@ -8,7 +8,6 @@ package cni
 import (
 	"fmt"
 	"net/http"
-	"net/netip"
 	"regexp"
 	"slices"
 	"strings"
@@ -22,9 +21,6 @@ const (
 	DefaultCNIConfDir     = "/etc/cni/net.d"
 	DefaultCNIBinDir      = "/opt/cni/bin"
 	DefaultK3sBinDir      = "/bin"
-	DefaultFlannelCIDR    = "10.42.0.0/16"
-	DefaultCalicoCIDR     = "192.168.0.0/16"
-	DefaultClusterCIDRv6  = "fd00:10:42::/56"
 	DefaultMultusMemLimit = "512Mi"
 	DevicePluginConfigMap = "sriovdp-config"
 	DevicePluginConfigKey = "config.json"
@@ -66,15 +62,8 @@ type Options struct {
 	// Namespace of sriov-cni, the device plugin and its ConfigMap
 	// (default kube-system).
 	Namespace string
-	// ClusterCIDR is the IPv4 pod network (default 10.42.0.0/16 for
-	// flannel, the k3s default; 192.168.0.0/16 for calico). Unused for
-	// IPFamily ipv6.
-	ClusterCIDR string
 	// IPFamily is config.IPFamilyIPv4 (default), IPFamilyIPv6 or IPFamilyDual.
 	IPFamily string
-	// ClusterCIDRv6 is the IPv6 pod network for IPFamily ipv6 and dual
-	// (default DefaultClusterCIDRv6).
-	ClusterCIDRv6 string
 	// CNIConfDir and CNIBinDir are the node's CNI dirs; with k3s
 	// --flannel-backend=none containerd's defaults /etc/cni/net.d and
 	// /opt/cni/bin apply.
@@ -97,6 +86,10 @@ type Options struct {
 	// NetworkResourcesInjector deploys network-resources-injector (off by
 	// default; see nri.go).
 	NetworkResourcesInjector NRIOptions
+
+	// networks are the pod CIDRs for CNI and IPFamily (config.NetworksOf),
+	// set by withDefaults.
+	networks config.Networks
 }
 
 // CalicoOptions locate the pinned Calico manifests.
@@ -161,36 +154,19 @@ func (o Options) withDefaults() (Options, error) {
 		o.Calico.Manifests = slices.Clone(CalicoManifests)
 	}
 	switch o.CNI {
-	case config.CNIFlannel:
-		if o.ClusterCIDR == "" {
-			o.ClusterCIDR = DefaultFlannelCIDR
-		}
-	case config.CNICalico:
-		if o.ClusterCIDR == "" {
-			o.ClusterCIDR = DefaultCalicoCIDR
-		}
+	case config.CNIFlannel, config.CNICalico:
 	default:
 		return o, fmt.Errorf("cni %q: want %q or %q", o.CNI, config.CNIFlannel, config.CNICalico)
-	}
-	if p, err := netip.ParsePrefix(o.ClusterCIDR); err != nil || !p.Addr().Is4() {
-		return o, fmt.Errorf("cluster CIDR %q: an IPv4 prefix is required (%v)", o.ClusterCIDR, err)
 	}
 	if o.IPFamily == "" {
 		o.IPFamily = config.IPFamilyIPv4
 	}
 	switch o.IPFamily {
-	case config.IPFamilyIPv4:
-		o.ClusterCIDRv6 = ""
-	case config.IPFamilyIPv6, config.IPFamilyDual:
-		if o.ClusterCIDRv6 == "" {
-			o.ClusterCIDRv6 = DefaultClusterCIDRv6
-		}
-		if p, err := netip.ParsePrefix(o.ClusterCIDRv6); err != nil || !p.Addr().Is6() || p.Addr().Is4In6() {
-			return o, fmt.Errorf("IPv6 cluster CIDR %q: an IPv6 prefix is required (%v)", o.ClusterCIDRv6, err)
-		}
+	case config.IPFamilyIPv4, config.IPFamilyIPv6, config.IPFamilyDual:
 	default:
 		return o, fmt.Errorf("IP family %q: want %q, %q or %q", o.IPFamily, config.IPFamilyIPv4, config.IPFamilyIPv6, config.IPFamilyDual)
 	}
+	o.networks = config.NetworksOf(o.CNI, o.IPFamily)
 	if o.VFDriver != config.VFDriverVFIO && o.VFDriver != config.VFDriverNetdevice {
 		return o, fmt.Errorf("VF driver %q: want %q or %q", o.VFDriver, config.VFDriverVFIO, config.VFDriverNetdevice)
 	}

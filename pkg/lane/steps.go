@@ -198,10 +198,9 @@ func CNIOptions(l *config.Lane, pfNamesInNodes []string) cni.Options {
 		CNI: l.CNI, ResourcePrefix: l.ResourcePrefix, ResourceName: l.ResourceName,
 		NodeSelectorKey: key, NodeSelectorValue: val, PFNames: pfNamesInNodes,
 		VFDriver: l.VFDriver, ImageRegistryMirror: l.ImageRegistryMirror,
-		// The same pod CIDRs k3s gets (provider.CIDRs): the IPv4 one is the
-		// CNI's default in both places.
-		IPFamily: l.IPFamily, ClusterCIDRv6: provider.ClusterCIDRv6,
-		Calico: cni.CalicoOptions{ManifestDir: l.Calico.ManifestDir, CacheDir: statedir.Dir(l.StateDir).Cache()},
+		// pkg/cni takes the pod CIDRs k3s gets from config.NetworksOf.
+		IPFamily: l.IPFamily,
+		Calico:   cni.CalicoOptions{ManifestDir: l.Calico.ManifestDir, CacheDir: statedir.Dir(l.StateDir).Cache()},
 		// Without a certificate (plan); up adds one (cni.WithWebhookCerts).
 		NetworkResourcesInjector: cni.NRIOptions{Enabled: l.Components.NetworkResourcesInjector},
 	}

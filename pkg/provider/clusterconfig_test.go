@@ -97,11 +97,6 @@ func TestClusterConfigVFIOMissing(t *testing.T) {
 
 func TestClusterConfigRejects(t *testing.T) {
 	l := config.Default()
-	l.CNI = "weave"
-	if _, err := ClusterConfig(l, allHost()); err == nil {
-		t.Error("unknown CNI accepted")
-	}
-	l = config.Default()
 	l.Agents = 0
 	if _, err := ClusterConfig(l, allHost()); err == nil {
 		t.Error("zero agents accepted")
