@@ -117,14 +117,10 @@ func TestParseDPConfigFullSchema(t *testing.T) {
 
 func TestOptionsValidation(t *testing.T) {
 	cases := map[string]func(*Options){
-		"no PFs":         func(o *Options) { o.PFNames = nil },
-		"bad CNI":        func(o *Options) { o.CNI = "weave" },
-		"bad driver":     func(o *Options) { o.VFDriver = "igb_uio" },
-		"no prefix":      func(o *Options) { o.ResourcePrefix = "" },
-		"no label":       func(o *Options) { o.NodeSelectorKey = "" },
-		"plugin path":    func(o *Options) { o.CNIPlugins = []string{"../../bin/sh"} },
-		"bad mem":        func(o *Options) { o.MultusMemoryLimit = "lots" },
-		"bad name chars": func(o *Options) { o.ResourceName = "a/b" },
+		"no PFs":      func(o *Options) { o.PFNames = nil },
+		"bad CNI":     func(o *Options) { o.CNI = "weave" },
+		"plugin path": func(o *Options) { o.CNIPlugins = []string{"../../bin/sh"} },
+		"bad mem":     func(o *Options) { o.MultusMemoryLimit = "lots" },
 	}
 	for name, mut := range cases {
 		o := defaultTestOptions()

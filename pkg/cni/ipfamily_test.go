@@ -53,15 +53,3 @@ func TestConformanceIPFamily(t *testing.T) {
 	}
 	checkFacts(t, facts)
 }
-
-func TestOptionsIPFamilyRejects(t *testing.T) {
-	for _, mut := range []func(*Options){
-		func(o *Options) { o.IPFamily = "ipv5" },
-	} {
-		o := defaultTestOptions()
-		mut(&o)
-		if _, err := o.withDefaults(); err == nil {
-			t.Errorf("options %+v accepted", o)
-		}
-	}
-}

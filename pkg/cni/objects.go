@@ -77,6 +77,8 @@ func Components(ctx context.Context, o Options) ([]Component, error) {
 		}
 		up = append(up, "projectcalico/calico manifests/custom-resources.yaml@"+CalicoVersion+" (Installation)")
 		out = append(out, Component{Name: "calico", Upstream: up, Objects: objs, Pending: pending})
+	default:
+		return nil, fmt.Errorf("no primary CNI %q", o.CNI)
 	}
 	m, err := multusObjects(o)
 	if err != nil {

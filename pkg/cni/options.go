@@ -8,7 +8,6 @@ package cni
 import (
 	"fmt"
 	"net/http"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -37,22 +36,24 @@ var defaultCNIPlugins = []string{"bandwidth", "bridge", "host-local", "loopback"
 // defaultNetdeviceDrivers are common SR-IOV VF kernel drivers.
 var defaultNetdeviceDrivers = []string{"iavf", "ixgbevf", "mlx5_core"}
 
-// Options is everything the objects depend on. The lead maps the lane
-// configuration to it; zero values take the defaults documented per field.
+// Options is everything the objects depend on. pkg/lane maps a validated
+// lane config to it (lane.CNIOptions); the fields that come from the lane
+// config are taken as they are, the others take the defaults documented per
+// field when zero.
 type Options struct {
-	// CNI is the primary network: config.CNIFlannel (default) or config.CNICalico.
+	// CNI is the primary network: config.CNIFlannel or config.CNICalico.
 	CNI string
 	// ResourcePrefix and ResourceName make the extended resource
-	// <prefix>/<name> (e.g. kubevirt.io/sriov_net). Both required.
+	// <prefix>/<name> (e.g. kubevirt.io/sriov_net).
 	ResourcePrefix string
 	ResourceName   string
 	// NodeSelectorKey/Value is the label on SR-IOV nodes; the sriov-cni and
-	// device plugin DaemonSets select on it. Key required.
+	// device plugin DaemonSets select on it.
 	NodeSelectorKey   string
 	NodeSelectorValue string
 	// PFNames are the PF interface names as seen inside the nodes. Required.
 	PFNames []string
-	// VFDriver is config.VFDriverVFIO (default) or config.VFDriverNetdevice.
+	// VFDriver is config.VFDriverVFIO or config.VFDriverNetdevice.
 	VFDriver string
 	// NetdeviceDrivers are the VF kernel drivers selected in netdevice mode
 	// (default iavf, ixgbevf, mlx5_core).
@@ -62,7 +63,7 @@ type Options struct {
 	// Namespace of sriov-cni, the device plugin and its ConfigMap
 	// (default kube-system).
 	Namespace string
-	// IPFamily is config.IPFamilyIPv4 (default), IPFamilyIPv6 or IPFamilyDual.
+	// IPFamily is config.IPFamilyIPv4, IPFamilyIPv6 or IPFamilyDual.
 	IPFamily string
 	// CNIConfDir and CNIBinDir are the node's CNI dirs; with k3s
 	// --flannel-backend=none containerd's defaults /etc/cni/net.d and
@@ -111,18 +112,11 @@ type CalicoOptions struct {
 	HTTPClient *http.Client
 }
 
-var labelValueRE = regexp.MustCompile(`^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`)
-var resourceNameRE = regexp.MustCompile(`^[A-Za-z0-9][-A-Za-z0-9_.]*$`)
-
-// withDefaults returns a copy with defaults filled in, or an error naming
-// the first invalid field.
+// withDefaults returns a copy with this package's own defaults filled in,
+// or an error naming the first invalid field. What the lane config holds
+// (CNI, IP family, VF driver, resource and node label) comes from a lane
+// config.Validate accepted, and is taken as it is.
 func (o Options) withDefaults() (Options, error) {
-	if o.CNI == "" {
-		o.CNI = config.CNIFlannel
-	}
-	if o.VFDriver == "" {
-		o.VFDriver = config.VFDriverVFIO
-	}
 	if o.Namespace == "" {
 		o.Namespace = DefaultNamespace
 	}
@@ -153,35 +147,7 @@ func (o Options) withDefaults() (Options, error) {
 	if len(o.Calico.Manifests) == 0 {
 		o.Calico.Manifests = slices.Clone(CalicoManifests)
 	}
-	switch o.CNI {
-	case config.CNIFlannel, config.CNICalico:
-	default:
-		return o, fmt.Errorf("cni %q: want %q or %q", o.CNI, config.CNIFlannel, config.CNICalico)
-	}
-	if o.IPFamily == "" {
-		o.IPFamily = config.IPFamilyIPv4
-	}
-	switch o.IPFamily {
-	case config.IPFamilyIPv4, config.IPFamilyIPv6, config.IPFamilyDual:
-	default:
-		return o, fmt.Errorf("IP family %q: want %q, %q or %q", o.IPFamily, config.IPFamilyIPv4, config.IPFamilyIPv6, config.IPFamilyDual)
-	}
 	o.networks = config.NetworksOf(o.CNI, o.IPFamily)
-	if o.VFDriver != config.VFDriverVFIO && o.VFDriver != config.VFDriverNetdevice {
-		return o, fmt.Errorf("VF driver %q: want %q or %q", o.VFDriver, config.VFDriverVFIO, config.VFDriverNetdevice)
-	}
-	if o.ResourcePrefix == "" || o.ResourceName == "" {
-		return o, fmt.Errorf("resource prefix and name are required (got %q/%q)", o.ResourcePrefix, o.ResourceName)
-	}
-	if !resourceNameRE.MatchString(o.ResourceName) {
-		return o, fmt.Errorf("resource name %q: letters, digits, '-', '_' and '.' only", o.ResourceName)
-	}
-	if o.NodeSelectorKey == "" {
-		return o, fmt.Errorf("node selector label key is required")
-	}
-	if !labelValueRE.MatchString(o.NodeSelectorValue) || len(o.NodeSelectorValue) > 63 {
-		return o, fmt.Errorf("node selector label value %q is not a valid label value", o.NodeSelectorValue)
-	}
 	for _, p := range o.CNIPlugins {
 		if p == "" || strings.ContainsAny(p, "/\\") || strings.HasPrefix(p, ".") {
 			return o, fmt.Errorf("CNI plugin name %q: a plain file name is required", p)

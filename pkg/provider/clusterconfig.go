@@ -77,12 +77,10 @@ func DatastoreVolumeName(cluster string) string { return "k3d-" + cluster + "-da
 // own flannel, network policy and traefik off (the lane deploys its CNI),
 // agents set up for the CPU manager, VFIO and kernel modules, a distinct
 // /etc/machine-id per node, every kubelet allowed to run on a cgroup v1 host
-// and the registries config.
+// and the registries config. l is a lane config.Validate accepted; only
+// what depends on the host is checked here.
 func ClusterConfig(l *config.Lane, host HostFacts) (*v1alpha5.SimpleConfig, error) {
 	cidr, serviceCIDR := CIDRs(l)
-	if l.Agents < 1 {
-		return nil, fmt.Errorf("agents is %d: the lane needs at least one agent for its PFs", l.Agents)
-	}
 	if l.VFDriver == config.VFDriverVFIO && !host.VFIODir {
 		return nil, fmt.Errorf("vfDriver is %s but vfioDir %s does not exist on this host: load the vfio-pci module (modprobe vfio-pci), point vfioDir at the host's VFIO directory, or use vfDriver %s",
 			config.VFDriverVFIO, l.VFIODir, config.VFDriverNetdevice)
