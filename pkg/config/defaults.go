@@ -118,6 +118,13 @@ func (l *Lane) KubeconfigPath() string {
 	return l.Dir().Kubeconfig()
 }
 
+// PFsNeeded is how many PFs the lane takes: pfsPerNode for each agent.
+func (l *Lane) PFsNeeded() int { return l.Agents * l.PFsPerNode }
+
+// EnoughVFs reports whether a PF whose sriov_totalvfs is totalVFs can give
+// the lane its vfsPerPF VFs: lease, check and plan take no PF that cannot.
+func (l *Lane) EnoughVFs(totalVFs int) bool { return totalVFs >= l.VFsPerPF }
+
 // NodeLabelKV splits NodeLabel into key and value.
 func (l *Lane) NodeLabelKV() (string, string) {
 	for i := 0; i < len(l.NodeLabel); i++ {

@@ -196,7 +196,7 @@ func (c *Checker) checkSysfs(add func(string, CheckStatus, string, string)) {
 
 func (c *Checker) checkPFs(ctx context.Context, add func(string, CheckStatus, string, string)) {
 	l := c.Lane
-	need := l.Agents * l.PFsPerNode
+	need := l.PFsNeeded()
 	if c.PFs == nil {
 		add("pfs", Fail, "PF discovery unavailable", "")
 		return
@@ -210,7 +210,7 @@ func (c *Checker) checkPFs(ctx context.Context, add func(string, CheckStatus, st
 	for _, pf := range rep.Usable {
 		st := Pass
 		msg := fmt.Sprintf("%s (%s) driver %s, totalvfs %d", pf.Name, pf.PCI, pf.Driver, pf.TotalVFs)
-		if pf.TotalVFs < l.VFsPerPF {
+		if !l.EnoughVFs(pf.TotalVFs) {
 			st = Warn
 			msg += fmt.Sprintf(": fewer than vfsPerPF=%d, not usable", l.VFsPerPF)
 		} else {

@@ -31,14 +31,14 @@ func stepLease(ctx context.Context, c *Context) error {
 	var cands []sriov.PF
 	small := 0
 	for _, pf := range pfs {
-		if pf.TotalVFs < l.VFsPerPF {
+		if !l.EnoughVFs(pf.TotalVFs) {
 			small++
 			continue
 		}
 		cands = append(cands, pf)
 	}
 	leased, err := sriov.NewLeaser(l.StateDir).Allocate(ctx, c.SRIOV, sriov.Request{
-		Lane: l.Name, Count: l.Agents * l.PFsPerNode, Candidates: cands, Selection: selection(l),
+		Lane: l.Name, Count: l.PFsNeeded(), Candidates: cands, Selection: selection(l),
 	})
 	if err != nil {
 		if small > 0 {
