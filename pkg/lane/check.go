@@ -2,6 +2,7 @@ package lane
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -148,12 +149,12 @@ func (c *Checker) checkDocker(ctx context.Context, add func(string, CheckStatus,
 		return
 	}
 	add("docker", Pass, "Docker API "+ping.APIVersion, "")
-	if nodes, err := provider.NewWithClient(cli).Nodes(pctx, c.Lane.ClusterName()); err != nil {
-		add("cluster-name", Fail, "listing k3d clusters: "+err.Error(), "check Docker")
-	} else if len(nodes) > 0 {
-		add("cluster-name", Fail, fmt.Sprintf("a k3d cluster named %s already exists (%d nodes)", c.Lane.ClusterName(), len(nodes)),
-			"pick another --name, or 'sriov-lane down --name "+c.Lane.Name+"' if it is this tool's lane")
-	} else {
+	switch err := provider.NewWithClient(cli).RefuseExisting(pctx, c.Lane.ClusterName(), c.Lane.RegistryEnabled()); {
+	case errors.Is(err, provider.ErrExists):
+		add("cluster-name", Fail, err.Error(), "pick another --name, or 'sriov-lane down --name "+c.Lane.Name+"' if it is this tool's lane")
+	case err != nil:
+		add("cluster-name", Fail, "looking for k3d cluster "+c.Lane.ClusterName()+": "+err.Error(), "check Docker")
+	default:
 		add("cluster-name", Pass, "no k3d cluster named "+c.Lane.ClusterName(), "")
 	}
 	if _, err := cli.ImageInspect(pctx, c.Lane.K3sImage); err == nil {

@@ -57,12 +57,8 @@ func stepCreateCluster(ctx context.Context, c *Context) error {
 	rec := provider.ClusterRecord{Name: c.Lane.ClusterName()}
 	// Checked before the intent is journalled: an undo of this lane must
 	// never delete a cluster of the same name that is not its own.
-	nodes, err := c.Provider.Nodes(ctx, rec.Name)
-	if err != nil {
-		return err
-	}
-	if len(nodes) > 0 {
-		return fmt.Errorf("k3d cluster %s %w (%d nodes): pick another --name, or remove it if it is a leftover", rec.Name, provider.ErrExists, len(nodes))
+	if err := c.Provider.RefuseExisting(ctx, rec.Name, c.Lane.RegistryEnabled()); err != nil {
+		return notOurs(err)
 	}
 	// Before any kubelet runs: they change these on the host.
 	if err := recordHostSysctls(c); err != nil {
@@ -80,7 +76,7 @@ func stepCreateCluster(ctx context.Context, c *Context) error {
 		}
 		entries = append(entries, e)
 	}
-	err = c.Provider.Create(ctx, c.Lane, createOptions(c))
+	err := c.Provider.Create(ctx, c.Lane, createOptions(c))
 	if errors.Is(err, provider.ErrExists) {
 		// Not ours: the undo must never delete someone else's cluster.
 		for _, e := range entries {
@@ -88,7 +84,7 @@ func stepCreateCluster(ctx context.Context, c *Context) error {
 				return errors.Join(err, merr)
 			}
 		}
-		return fmt.Errorf("%w: pick another --name, or remove it if it is a leftover", err)
+		return notOurs(err)
 	}
 	if err != nil {
 		return err
@@ -113,6 +109,15 @@ func stepCreateCluster(ctx context.Context, c *Context) error {
 	cfg.QPS, cfg.Burst = 100, 200
 	c.Rest = cfg
 	c.Clientset, err = kubernetes.NewForConfig(cfg)
+	return err
+}
+
+// notOurs says what to do about a cluster or registry of the lane's name
+// that the lane did not make.
+func notOurs(err error) error {
+	if errors.Is(err, provider.ErrExists) {
+		return fmt.Errorf("%w: pick another --name, or remove it if it is a leftover", err)
+	}
 	return err
 }
 
