@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sriov-lane/sriov-lane/pkg/containerns"
 )
 
 // DefaultHolderWait bounds how long an undo waits for the processes that
@@ -96,7 +98,7 @@ func (d Deps) waitVFIOFree(ctx context.Context, vf string) error {
 // groupHolders lists the processes with dev open. Files are matched by
 // what they are (device number, or inode), not by path: a process in a
 // container sees the group under the container's own /dev.
-func groupHolders(ctx context.Context, dev string, docker ContainerInspector) ([]Holder, error) {
+func groupHolders(ctx context.Context, dev string, docker containerns.Inspector) ([]Holder, error) {
 	var want syscall.Stat_t
 	if err := syscall.Stat(dev, &want); err != nil {
 		if errors.Is(err, os.ErrNotExist) {

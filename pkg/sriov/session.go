@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sriov-lane/sriov-lane/pkg/containerns"
 	"github.com/sriov-lane/sriov-lane/pkg/journal"
 )
 
@@ -13,7 +14,7 @@ type Session struct {
 	Journal *journal.Journal
 	Sysfs   Sysfs
 	// Docker resolves container targets; nil when none are used.
-	Docker ContainerInspector
+	Docker containerns.Inspector
 	// Wait bounds each wait for a sysfs effect (DefaultWait when zero).
 	Wait time.Duration
 	// Log receives notes (reclaimed leases, renames); nil discards.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sriov-lane/sriov-lane/pkg/config"
+	"github.com/sriov-lane/sriov-lane/pkg/containerns"
 	"github.com/sriov-lane/sriov-lane/pkg/journal"
 )
 
@@ -18,7 +19,7 @@ import (
 // configuration.
 type Deps struct {
 	Sysfs  Sysfs
-	Docker ContainerInspector
+	Docker containerns.Inspector
 	Wait   time.Duration
 	// Force returns PFs to the current netns even when it is not the one
 	// they were taken from.
