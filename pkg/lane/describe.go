@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 
@@ -103,7 +102,7 @@ func Describe(ctx context.Context, l *config.Lane) (*LaneStatus, error) {
 			ps.LeasedBy = ls.Lane
 		}
 		ps.NumVFs, _ = sys.ReadInt(pl.PF.PCI, "sriov_numvfs")
-		ps.VFDrivers = vfDrivers(sys, pl.PF.PCI)
+		ps.VFDrivers = sys.VFDrivers(pl.PF.PCI)
 		if problem := locatePF(ctx, l, cli, nodes, pl, &ps); problem != "" {
 			st.Problems = append(st.Problems, problem)
 		}
@@ -166,23 +165,6 @@ func clientsetFor(l *config.Lane) kubernetes.Interface {
 		return nil
 	}
 	return cs
-}
-
-func vfDrivers(sys sriov.Sysfs, pci string) map[string]int {
-	matches, _ := filepath.Glob(filepath.Join(sys.Device(pci), "virtfn*"))
-	out := map[string]int{}
-	for _, m := range matches {
-		target, err := os.Readlink(m)
-		if err != nil {
-			continue
-		}
-		drv, err := sys.Driver(filepath.Base(target))
-		if err != nil || drv == "" {
-			drv = "none"
-		}
-		out[drv]++
-	}
-	return out
 }
 
 func shortID(id string) string {

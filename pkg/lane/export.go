@@ -14,7 +14,6 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
-	"github.com/vishvananda/netlink"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -56,7 +55,7 @@ func ExportLogs(ctx context.Context, l *config.Lane, dir string) (string, error)
 		nd := filepath.Join(out, "nodes", n.Name)
 		os.MkdirAll(nd, 0o755)
 		note(n.Name+" logs", containerLogs(ctx, cli, n.ContainerID, filepath.Join(nd, "container.log")))
-		note(n.Name+" links", nodeLinks(ctx, n, filepath.Join(nd, "links.txt")))
+		note(n.Name+" links", nodeLinks(ctx, sriov.ContainerTarget{ID: n.ContainerID, Name: n.Name, Docker: cli}, filepath.Join(nd, "links.txt")))
 	}
 	note("registry logs", containerLogs(ctx, cli, provider.RegistryName(l.ClusterName()), filepath.Join(out, "registry.log")))
 
@@ -100,18 +99,8 @@ func containerLogs(ctx context.Context, cli *client.Client, id, dst string) erro
 	return nil
 }
 
-func nodeLinks(ctx context.Context, n provider.Node, dst string) error {
-	h, err := n.Netns(ctx)
-	if err != nil {
-		return err
-	}
-	defer h.Close()
-	nh, err := netlink.NewHandleAt(h)
-	if err != nil {
-		return err
-	}
-	defer nh.Close()
-	links, err := nh.LinkList()
+func nodeLinks(ctx context.Context, node sriov.NetnsTarget, dst string) error {
+	links, err := sriov.Links(ctx, node)
 	if err != nil {
 		return err
 	}
@@ -134,7 +123,7 @@ func sysfsState(sys sriov.Sysfs, placements []Placement, dst string) error {
 			}
 			fmt.Fprintf(&b, "  %s: %s\n", attr, v)
 		}
-		drivers := vfDrivers(sys, p.PF.PCI)
+		drivers := sys.VFDrivers(p.PF.PCI)
 		keys := make([]string, 0, len(drivers))
 		for k := range drivers {
 			keys = append(keys, k)

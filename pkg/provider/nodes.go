@@ -8,13 +8,11 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
-	"github.com/vishvananda/netns"
 
-	"github.com/sriov-lane/sriov-lane/pkg/containerns"
 )
 
 // Node is one k3s node container of a lane. It holds no PID: a restarted
-// container has a new one, so Netns and Pid resolve it at each call.
+// container has a new one (pkg/containerns opens its netns by ID).
 type Node struct {
 	Name        string
 	Role        string // RoleServer or RoleAgent
@@ -69,25 +67,6 @@ func trimSlash(s string) string {
 		return s[1:]
 	}
 	return s
-}
-
-// Pid returns the node's current init PID (host PID namespace).
-func (n Node) Pid(ctx context.Context) (int, error) {
-	pid, err := containerns.PID(ctx, n.p.docker, n.ContainerID)
-	if err != nil {
-		return 0, fmt.Errorf("node %s: %w", n.Name, err)
-	}
-	return pid, nil
-}
-
-// Netns opens the network namespace of the node's current PID (checked
-// again after opening, see pkg/containerns). The caller closes the handle.
-func (n Node) Netns(ctx context.Context) (netns.NsHandle, error) {
-	h, err := containerns.Open(ctx, n.p.docker, n.ContainerID)
-	if err != nil {
-		return netns.None(), fmt.Errorf("node %s: %w", n.Name, err)
-	}
-	return h, nil
 }
 
 // agentStopTimeout is how long an agent gets to stop before it is killed.

@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/sriov-lane/sriov-lane/pkg/config"
+	"github.com/sriov-lane/sriov-lane/pkg/containerns"
 	"github.com/sriov-lane/sriov-lane/pkg/journal"
 	"github.com/sriov-lane/sriov-lane/test/testutil"
 )
@@ -197,11 +198,11 @@ func TestRigCreateInspectRestartDelete(t *testing.T) {
 		if got := pl.events[n.Name]; len(got) == 0 || got[len(got)-1] != "ready" {
 			t.Errorf("progress for %s: %v, want it to end with ready", n.Name, got)
 		}
-		pid, err := n.Pid(ctx)
+		pid, err := containerns.PID(ctx, cli, n.ContainerID)
 		if err != nil || pid <= 1 {
 			t.Fatalf("%s pid %d: %v", n.Name, pid, err)
 		}
-		h, err := n.Netns(ctx)
+		h, err := containerns.Open(ctx, cli, n.ContainerID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -289,8 +290,8 @@ func TestRigCreateInspectRestartDelete(t *testing.T) {
 
 	// Restart an agent: the handle must follow the new PID and netns.
 	agent := nodes[1]
-	oldPid, _ := agent.Pid(ctx)
-	oldH, err := agent.Netns(ctx)
+	oldPid, _ := containerns.PID(ctx, cli, agent.ContainerID)
+	oldH, err := containerns.Open(ctx, cli, agent.ContainerID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,14 +302,14 @@ func TestRigCreateInspectRestartDelete(t *testing.T) {
 	if err := cli.ContainerRestart(ctx, agent.ContainerID, container.StopOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	newPid, err := agent.Pid(ctx)
+	newPid, err := containerns.PID(ctx, cli, agent.ContainerID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if newPid == oldPid {
 		t.Errorf("%s pid %d unchanged by restart", agent.Name, newPid)
 	}
-	h, err := agent.Netns(ctx)
+	h, err := containerns.Open(ctx, cli, agent.ContainerID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +331,7 @@ func TestRigCreateInspectRestartDelete(t *testing.T) {
 		t.Errorf("second delete: %v", err)
 	}
 	t.Logf("TIMING second delete %s: %s", name, time.Since(start).Round(time.Millisecond))
-	if _, err := agent.Netns(ctx); err == nil {
+	if _, err := containerns.Open(ctx, cli, agent.ContainerID); err == nil {
 		t.Error("netns of a deleted node opened")
 	}
 }

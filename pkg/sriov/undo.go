@@ -190,6 +190,20 @@ func (d Deps) probeOriginalVFs(rec AutoprobeRecord) (string, error) {
 	return fmt.Sprintf("probed the %d VFs %s had before for their drivers", n, rec.PCI), nil
 }
 
+// VFDrivers counts pf's VFs by the driver they are bound to ("none" for
+// none), for status and export.
+func (s Sysfs) VFDrivers(pf string) map[string]int {
+	out := map[string]int{}
+	for _, vf := range vfsOf(s, pf) {
+		drv, err := s.Driver(vf)
+		if err != nil || drv == "" {
+			drv = "none"
+		}
+		out[drv]++
+	}
+	return out
+}
+
 // vfsOf lists the PCI addresses of pf's VFs.
 func vfsOf(sys Sysfs, pf string) []string {
 	links, _ := filepath.Glob(sys.Attr(pf, "virtfn*"))
