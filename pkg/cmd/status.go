@@ -56,7 +56,8 @@ status says what to do and exits 1.`,
 			if err != nil {
 				return err
 			}
-			st, err := lane.Describe(c.Context(), saved)
+			cli, _ := g.docker() // nil: the lane call connects, and says why it cannot, when it needs Docker
+			st, err := lane.Describe(c.Context(), saved, cli)
 			if err != nil {
 				return err
 			}

@@ -45,8 +45,9 @@ PFs first, unless --retain.`,
 				defer os.Setenv("TMPDIR", os.Getenv("TMPDIR"))
 				os.Setenv("TMPDIR", tmp)
 			}
+			cli, _ := g.docker() // nil: the lane call connects, and says why it cannot, when it needs Docker
 			timings, err := lane.Up(c.Context(), l, lane.UpOptions{
-				Out: g.streams.Out, Verbose: g.verbose, Retain: retain, KubevirtciDir: kubevirtci,
+				Docker: cli, Out: g.streams.Out, Verbose: g.verbose, Retain: retain, KubevirtciDir: kubevirtci,
 			})
 			if err != nil {
 				return err

@@ -6,11 +6,10 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/sriov-lane/sriov-lane/pkg/cni"
 	"github.com/sriov-lane/sriov-lane/pkg/config"
+	"github.com/sriov-lane/sriov-lane/pkg/kube"
 	"github.com/sriov-lane/sriov-lane/pkg/lane"
 )
 
@@ -32,9 +31,9 @@ quick end-to-end check on real hardware.`,
 				return err
 			}
 			kc := l.KubeconfigPath()
-			cfg, err := clientcmd.BuildConfigFromFlags("", kc)
+			cluster, err := kube.Connect(kc)
 			if err != nil {
-				return fmt.Errorf("lane %s: loading kubeconfig %s (is the lane up?): %w", l.Name, kc, err)
+				return fmt.Errorf("lane %s: %w (is the lane up?)", l.Name, err)
 			}
 			opts := lane.CNIOptions(l, []string{"unused"})
 			opts.Smoke = true
@@ -42,11 +41,7 @@ quick end-to-end check on real hardware.`,
 			if err != nil {
 				return err
 			}
-			if err := cni.Apply(c.Context(), cfg, objs, nil); err != nil {
-				return err
-			}
-			cs, err := kubernetes.NewForConfig(cfg)
-			if err != nil {
+			if err := cni.Apply(c.Context(), cluster, objs, nil); err != nil {
 				return err
 			}
 			ctx, cancel := context.WithTimeout(c.Context(), timeout)
@@ -55,7 +50,7 @@ quick end-to-end check on real hardware.`,
 			if ns == "" {
 				ns = "default"
 			}
-			if err := cni.WaitPodsReady(ctx, cs, ns, []string{cni.SmokePodName}); err != nil {
+			if err := cni.WaitPodsReady(ctx, cluster.Typed, ns, []string{cni.SmokePodName}); err != nil {
 				return fmt.Errorf("smoke pod %s/%s did not become Ready: %w", ns, cni.SmokePodName, err)
 			}
 			fmt.Fprintf(g.streams.Out, "lane %s: pod %s/%s runs with a VF from %s\n", l.Name, ns, cni.SmokePodName, l.Resource())

@@ -68,7 +68,7 @@ func TestApplyTwiceChangesNothing(t *testing.T) {
 	}
 	var log []string
 	logf := func(f string, a ...any) { log = append(log, fmt.Sprintf(f, a...)) }
-	if err := Apply(t.Context(), cfg, objs, logf); err != nil {
+	if err := Apply(t.Context(), clients(t, cfg), objs, logf); err != nil {
 		t.Fatal(err)
 	}
 	if len(log) != len(objs) {
@@ -81,7 +81,7 @@ func TestApplyTwiceChangesNothing(t *testing.T) {
 		}
 	}
 	first := resourceVersions(t, cfg, objs)
-	if err := Apply(t.Context(), cfg, objs, nil); err != nil {
+	if err := Apply(t.Context(), clients(t, cfg), objs, nil); err != nil {
 		t.Fatalf("second apply: %v", err)
 	}
 	second := resourceVersions(t, cfg, objs)
@@ -109,7 +109,7 @@ func TestApplyTwiceChangesNothing(t *testing.T) {
 	if _, err := cs.CoreV1().ConfigMaps(DefaultNamespace).Update(t.Context(), cm, metav1.UpdateOptions{FieldManager: "someone-else"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := Apply(t.Context(), cfg, objs, nil); err != nil {
+	if err := Apply(t.Context(), clients(t, cfg), objs, nil); err != nil {
 		t.Fatalf("apply over a conflicting edit: %v", err)
 	}
 	cm, _ = cs.CoreV1().ConfigMaps(DefaultNamespace).Get(t.Context(), DevicePluginConfigMap, metav1.GetOptions{})
@@ -128,7 +128,7 @@ func TestApplyCalicoWaitsForCRD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Apply(t.Context(), cfg, objs, t.Logf); err != nil {
+	if err := Apply(t.Context(), clients(t, cfg), objs, t.Logf); err != nil {
 		t.Fatal(err)
 	}
 	inst, err := dynamic.NewForConfigOrDie(cfg).Resource(schema.GroupVersionResource{Group: "operator.tigera.io", Version: "v1", Resource: "installations"}).
@@ -140,7 +140,7 @@ func TestApplyCalicoWaitsForCRD(t *testing.T) {
 		t.Errorf("containerIPForwarding = %q", v)
 	}
 	first := resourceVersions(t, cfg, objs)
-	if err := Apply(t.Context(), cfg, objs, nil); err != nil {
+	if err := Apply(t.Context(), clients(t, cfg), objs, nil); err != nil {
 		t.Fatal(err)
 	}
 	for k, rv := range resourceVersions(t, cfg, objs) {
@@ -151,8 +151,9 @@ func TestApplyCalicoWaitsForCRD(t *testing.T) {
 }
 
 // A kubeconfig-built rest.Config carries client-go's default rate limit
-// (QPS 5, burst 10): Apply must not be throttled by it, nor change the
-// caller's config.
+// (QPS 5, burst 10): Apply, through the clients a run makes
+// (kube.ForConfig), must not be throttled by it, nor change the caller's
+// config.
 func TestApplyIsNotClientThrottled(t *testing.T) {
 	cfg, _ := startAPI(t)
 	kc := rest.CopyConfig(cfg)
@@ -170,7 +171,7 @@ func TestApplyIsNotClientThrottled(t *testing.T) {
 		objs = append(objs, u)
 	}
 	start := time.Now()
-	if err := Apply(t.Context(), kc, objs, nil); err != nil {
+	if err := Apply(t.Context(), clients(t, kc), objs, nil); err != nil {
 		t.Fatal(err)
 	}
 	if d := time.Since(start); d > 3*time.Second {

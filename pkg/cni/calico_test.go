@@ -320,7 +320,7 @@ func TestWaitCalico(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Apply(t.Context(), cfg, crds, nil); err != nil {
+	if err := Apply(t.Context(), clients(t, cfg), crds, nil); err != nil {
 		t.Fatal(err)
 	}
 	dyn := dynamic.NewForConfigOrDie(cfg)

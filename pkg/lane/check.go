@@ -37,7 +37,8 @@ type CheckResult struct {
 // Checker runs the preflight checks. It changes nothing on the host.
 type Checker struct {
 	Lane *config.Lane
-	// Docker may be nil: the docker check then connects from the environment.
+	// Docker is the command run's Docker client; nil: the docker check
+	// connects from the environment.
 	Docker *client.Client
 	// PFs lists PF candidates; injected so check and up share discovery.
 	PFs func(ctx context.Context) (PFReport, error)
@@ -130,16 +131,12 @@ func Failed(results []CheckResult) bool {
 }
 
 func (c *Checker) checkDocker(ctx context.Context, add func(string, CheckStatus, string, string)) {
-	cli := c.Docker
-	if cli == nil {
-		var err error
-		cli, err = client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-		if err != nil {
-			add("docker", Fail, err.Error(), "check DOCKER_HOST")
-			return
-		}
-		defer cli.Close()
+	cli, release, err := dockerFor(c.Docker)
+	if err != nil {
+		add("docker", Fail, err.Error(), "check DOCKER_HOST")
+		return
 	}
+	defer release()
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	ping, err := cli.Ping(pctx)

@@ -7,11 +7,10 @@ import (
 
 	"github.com/docker/docker/client"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/journal"
+	"github.com/sriov-lane/sriov-lane/pkg/kube"
 	"github.com/sriov-lane/sriov-lane/pkg/provider"
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
 )
@@ -41,9 +40,10 @@ type Context struct {
 	Pins       map[string]sriov.PinnedTarget // by agent name
 	Placements []Placement
 	Kubeconfig string
-	Rest       *rest.Config
-	Clientset  kubernetes.Interface
-	objects    []*unstructured.Unstructured
+	// Kube are the run's clients of the lane's cluster, made once its
+	// kubeconfig is written.
+	Kube    *kube.Clients
+	objects []*unstructured.Unstructured
 }
 
 // Placement is one PF inside one agent.
@@ -73,9 +73,10 @@ func (c *Context) finish() {
 	}
 }
 
-// openLane locks an existing lane's journal and connects to Docker: what
-// down and repair start from. The returned func releases both.
-func openLane(l *config.Lane, out io.Writer, verbose bool) (*Context, func(), error) {
+// openLane locks an existing lane's journal and takes the command run's
+// Docker client (cli; nil: one of its own): what down and repair start
+// from. The returned func releases both.
+func openLane(l *config.Lane, cli *client.Client, out io.Writer, verbose bool) (*Context, func(), error) {
 	j, err := journal.Open(l.Dir().Journal())
 	if err != nil {
 		if errors.Is(err, journal.ErrBusy) {
@@ -83,11 +84,23 @@ func openLane(l *config.Lane, out io.Writer, verbose bool) (*Context, func(), er
 		}
 		return nil, nil, err
 	}
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	cli, release, err := dockerFor(cli)
 	if err != nil {
 		j.Close()
-		return nil, nil, fmt.Errorf("connecting to Docker: %w", err)
+		return nil, nil, err
 	}
 	c := &Context{Lane: l, Journal: j, Status: NewStatus(out, verbose), Docker: cli, Provider: provider.NewWithClient(cli), Out: out}
-	return c, func() { cli.Close(); j.Close() }, nil
+	return c, func() { release(); j.Close() }, nil
+}
+
+// dockerFor returns the command run's Docker client cli or, when a caller
+// has none to give (nil), one of its own; release closes only the latter.
+func dockerFor(cli *client.Client) (_ *client.Client, release func(), err error) {
+	if cli != nil {
+		return cli, func() {}, nil
+	}
+	if cli, err = provider.Connect(); err != nil {
+		return nil, nil, err
+	}
+	return cli, func() { cli.Close() }, nil
 }

@@ -10,11 +10,10 @@ import (
 	"github.com/docker/docker/client"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/journal"
+	"github.com/sriov-lane/sriov-lane/pkg/kube"
 	"github.com/sriov-lane/sriov-lane/pkg/provider"
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
 )
@@ -55,8 +54,9 @@ type PFStatus struct {
 }
 
 // Describe gathers a lane's status from its journal, Docker, the node
-// network namespaces, sysfs and the API. It changes nothing.
-func Describe(ctx context.Context, l *config.Lane) (*LaneStatus, error) {
+// network namespaces, sysfs and the API. It changes nothing. docker is the
+// command run's Docker client (nil: one of its own).
+func Describe(ctx context.Context, l *config.Lane, docker *client.Client) (*LaneStatus, error) {
 	entries, err := journal.Read(l.Dir().Journal())
 	if err != nil {
 		return nil, fmt.Errorf("lane %s: %w", l.Name, err)
@@ -67,21 +67,21 @@ func Describe(ctx context.Context, l *config.Lane) (*LaneStatus, error) {
 			st.Pending++
 		}
 	}
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	cli, release, err := dockerFor(docker)
 	if err != nil {
 		return nil, err
 	}
-	defer cli.Close()
+	defer release()
 	p := provider.NewWithClient(cli)
 	nodes, err := p.Nodes(ctx, l.ClusterName())
 	if err != nil {
 		st.Notes = append(st.Notes, "listing nodes: "+err.Error())
 	}
-	cs := clientsetFor(l)
+	kc := connectKube(l)
 	for _, n := range nodes {
 		ns := NodeStatus{Name: n.Name, Role: n.Role, Container: shortID(n.ContainerID)}
-		if cs != nil {
-			if node, err := cs.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{}); err == nil {
+		if kc != nil {
+			if node, err := kc.Typed.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{}); err == nil {
 				for _, c := range node.Status.Conditions {
 					if c.Type == "Ready" {
 						ns.Ready = string(c.Status)
@@ -151,20 +151,18 @@ func locatePF(ctx context.Context, l *config.Lane, cli *client.Client, nodes []p
 	}
 }
 
-func clientsetFor(l *config.Lane) kubernetes.Interface {
+// connectKube connects to the lane's cluster: nil when the lane has no
+// kubeconfig (up did not get that far) or it is unusable.
+func connectKube(l *config.Lane) *kube.Clients {
 	kc := l.KubeconfigPath()
 	if _, err := os.Stat(kc); err != nil {
 		return nil
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", kc)
+	c, err := kube.Connect(kc)
 	if err != nil {
 		return nil
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil
-	}
-	return cs
+	return c
 }
 
 func shortID(id string) string {

@@ -8,6 +8,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/docker/docker/client"
+
 	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/journal"
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
@@ -15,6 +17,8 @@ import (
 
 // DownOptions tune Down.
 type DownOptions struct {
+	// Docker is the command run's Docker client (nil: Down makes its own).
+	Docker  *client.Client
 	Out     io.Writer
 	Verbose bool
 	// Force keeps going past a failed undo and returns PFs to the current
@@ -64,7 +68,7 @@ func Down(ctx context.Context, l *config.Lane, opts DownOptions) (DownReport, er
 		rep.NothingToDo = true
 		return rep, nil
 	}
-	c, closeLane, err := openLane(l, opts.Out, opts.Verbose)
+	c, closeLane, err := openLane(l, opts.Docker, opts.Out, opts.Verbose)
 	if err != nil {
 		return rep, err
 	}

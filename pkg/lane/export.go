@@ -28,8 +28,9 @@ import (
 // alone into dir/<lane>: node container logs, pod logs and events, each
 // node's links, the SR-IOV sysfs state of the lane's PFs, the journal and the
 // saved config. It changes nothing and keeps going past what it cannot read,
-// listing those failures in errors.txt.
-func ExportLogs(ctx context.Context, l *config.Lane, dir string) (string, error) {
+// listing those failures in errors.txt. docker is the command run's Docker
+// client (nil: one of its own).
+func ExportLogs(ctx context.Context, l *config.Lane, docker *client.Client, dir string) (string, error) {
 	out := filepath.Join(dir, l.Name)
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return "", err
@@ -43,11 +44,11 @@ func ExportLogs(ctx context.Context, l *config.Lane, dir string) (string, error)
 	note("journal", copyFile(l.Dir().Journal(), filepath.Join(out, "journal.jsonl")))
 	note("lane config", copyFile(l.Dir().SavedConfig(), filepath.Join(out, "lane.yaml")))
 
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	cli, release, err := dockerFor(docker)
 	if err != nil {
 		return out, err
 	}
-	defer cli.Close()
+	defer release()
 	p := provider.NewWithClient(cli)
 	nodes, err := p.Nodes(ctx, l.ClusterName())
 	note("listing nodes", err)
@@ -62,8 +63,8 @@ func ExportLogs(ctx context.Context, l *config.Lane, dir string) (string, error)
 	if entries, err := journal.Read(l.Dir().Journal()); err == nil {
 		note("sysfs state", sysfsState(sriov.Sysfs{Root: l.SysfsRoot}, PlacementsFromJournal(entries), filepath.Join(out, "sriov-sysfs.txt")))
 	}
-	if cs := clientsetFor(l); cs != nil {
-		note("cluster", clusterState(ctx, cs, out))
+	if kc := connectKube(l); kc != nil {
+		note("cluster", clusterState(ctx, kc.Typed, out))
 	} else {
 		problems = append(problems, "cluster: no kubeconfig for the lane")
 	}

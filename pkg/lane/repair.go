@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/docker/docker/client"
+
 	"github.com/sriov-lane/sriov-lane/pkg/cni"
 	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/journal"
@@ -14,6 +16,8 @@ import (
 
 // RepairOptions tune Repair.
 type RepairOptions struct {
+	// Docker is the command run's Docker client (nil: Repair makes its own).
+	Docker  *client.Client
 	Out     io.Writer
 	Verbose bool
 }
@@ -36,7 +40,7 @@ func Repair(ctx context.Context, l *config.Lane, opts RepairOptions) (RepairRepo
 	if !l.Dir().Exists() {
 		return rep, fmt.Errorf("lane %s does not exist (no journal %s)", l.Name, l.Dir().Journal())
 	}
-	c, closeLane, err := openLane(l, opts.Out, opts.Verbose)
+	c, closeLane, err := openLane(l, opts.Docker, opts.Out, opts.Verbose)
 	if err != nil {
 		return rep, err
 	}
@@ -147,11 +151,11 @@ func brokenAgents(ctx context.Context, c *Context) ([]brokenAgent, map[string]in
 // waitAllocatable waits until every agent advertises want of the lane's
 // resource again.
 func waitAllocatable(ctx context.Context, l *config.Lane, want map[string]int64) error {
-	cs := clientsetFor(l)
-	if cs == nil {
+	kc := connectKube(l)
+	if kc == nil {
 		return fmt.Errorf("no kubeconfig at %s to wait for allocatable", l.KubeconfigPath())
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.WaitTimeout.Duration)
 	defer cancel()
-	return cni.WaitAllocatable(ctx, cs, want, l.Resource())
+	return cni.WaitAllocatable(ctx, kc.Typed, want, l.Resource())
 }

@@ -9,13 +9,11 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/sriov-lane/sriov-lane/pkg/cni"
 	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/journal"
+	"github.com/sriov-lane/sriov-lane/pkg/kube"
 	"github.com/sriov-lane/sriov-lane/pkg/provider"
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
 	"github.com/sriov-lane/sriov-lane/pkg/statedir"
@@ -100,15 +98,7 @@ func stepCreateCluster(ctx context.Context, c *Context) error {
 	}); err != nil {
 		return err
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
-	if err != nil {
-		return fmt.Errorf("loading kubeconfig %s: %w", c.Kubeconfig, err)
-	}
-	// A lane's few dozen requests must not queue behind client-go's default
-	// 5 requests/s limit.
-	cfg.QPS, cfg.Burst = 100, 200
-	c.Rest = cfg
-	c.Clientset, err = kubernetes.NewForConfig(cfg)
+	c.Kube, err = kube.Connect(c.Kubeconfig)
 	return err
 }
 
@@ -189,7 +179,7 @@ func stepLabelNodes(ctx context.Context, c *Context) error {
 	key, val := c.Lane.NodeLabelKV()
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]string{key: val}}})
 	for _, a := range c.Agents {
-		if _, err := c.Clientset.CoreV1().Nodes().Patch(ctx, a.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "sriov-lane"}); err != nil {
+		if _, err := c.Kube.Typed.CoreV1().Nodes().Patch(ctx, a.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "sriov-lane"}); err != nil {
 			return fmt.Errorf("labelling node %s %s: %w", a.Name, c.Lane.NodeLabel, err)
 		}
 	}
@@ -236,7 +226,7 @@ func stepDeployComponents(ctx context.Context, c *Context) error {
 		return err
 	}
 	c.objects = objs
-	return cni.Apply(ctx, c.Rest, objs, c.Status.Detailf)
+	return cni.Apply(ctx, c.Kube, objs, c.Status.Detailf)
 }
 
 func stepWait(ctx context.Context, c *Context) error {
@@ -250,32 +240,28 @@ func stepWait(ctx context.Context, c *Context) error {
 	for _, n := range nodes {
 		names = append(names, n.Name)
 	}
-	if err := cni.WaitNodesReady(ctx, c.Clientset, names); err != nil {
+	if err := cni.WaitNodesReady(ctx, c.Kube.Typed, names); err != nil {
 		return err
 	}
 	want := map[string]int64{}
 	for _, p := range c.Placements {
 		want[p.Node] += int64(p.VFs)
 	}
-	if err := cni.WaitAllocatable(ctx, c.Clientset, want, c.Lane.Resource()); err != nil {
+	if err := cni.WaitAllocatable(ctx, c.Kube.Typed, want, c.Lane.Resource()); err != nil {
 		return err
 	}
 	if !c.Lane.WaitDaemonSets() {
 		return nil
 	}
-	if err := cni.WaitDaemonSets(ctx, c.Clientset, c.objects); err != nil {
+	if err := cni.WaitDaemonSets(ctx, c.Kube.Typed, c.objects); err != nil {
 		return err
 	}
 	// The injector's Deployment: pods created after up get their VFs.
-	if err := cni.WaitDeployments(ctx, c.Clientset, c.objects); err != nil {
+	if err := cni.WaitDeployments(ctx, c.Kube.Typed, c.objects); err != nil {
 		return err
 	}
 	if c.Lane.CNI == config.CNICalico {
-		dyn, err := dynamic.NewForConfig(c.Rest)
-		if err != nil {
-			return fmt.Errorf("creating dynamic client: %w", err)
-		}
-		return cni.WaitCalico(ctx, c.Clientset, dyn)
+		return cni.WaitCalico(ctx, c.Kube.Typed, c.Kube.Dynamic)
 	}
 	return nil
 }

@@ -18,6 +18,8 @@ import (
 
 // UpOptions tune Up.
 type UpOptions struct {
+	// Docker is the command run's Docker client (nil: Up makes its own).
+	Docker        *client.Client
 	Out, Err      io.Writer
 	Verbose       bool
 	Retain        bool
@@ -50,11 +52,11 @@ func Up(ctx context.Context, l *config.Lane, opts UpOptions) ([]StepTiming, erro
 	if l.Dir().Exists() {
 		return nil, fmt.Errorf("lane %q already exists (journal %s): run 'sriov-lane down --name %s' first, or pick another --name", l.Name, l.Dir().Journal(), l.Name)
 	}
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	cli, release, err := dockerFor(opts.Docker)
 	if err != nil {
-		return nil, fmt.Errorf("connecting to Docker: %w", err)
+		return nil, err
 	}
-	defer cli.Close()
+	defer release()
 	status := NewStatus(opts.Out, opts.Verbose)
 	c := newUpContext(l, opts, cli, status)
 	// Preflight runs before the journal exists: a lane that fails it leaves
