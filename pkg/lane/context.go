@@ -38,20 +38,11 @@ type Context struct {
 	Leased     []sriov.PF
 	Agents     []provider.Node
 	Pins       map[string]sriov.PinnedTarget // by agent name
-	Placements []Placement
 	Kubeconfig string
 	// Kube are the run's clients of the lane's cluster, made once its
 	// kubeconfig is written.
 	Kube    *kube.Clients
 	objects []*unstructured.Unstructured
-}
-
-// Placement is one PF inside one agent.
-type Placement struct {
-	PF     sriov.PF `json:"pf"`
-	Node   string   `json:"node"`
-	NameIn string   `json:"nameInNode"`
-	VFs    int      `json:"vfs"`
 }
 
 // Undoers reverses everything the lane journals.

@@ -96,7 +96,7 @@ func Describe(ctx context.Context, l *config.Lane, docker *client.Client) (*Lane
 	}
 	leases, _ := sriov.NewLeaser(l.StateDir).Leases()
 	sys := sriov.Sysfs{Root: l.SysfsRoot}
-	for _, pl := range PlacementsFromJournal(entries) {
+	for _, pl := range sriov.Placements(entries) {
 		ps := PFStatus{Name: pl.PF.Name, PCI: pl.PF.PCI}
 		if ls, ok := leases[pl.PF.PCI]; ok {
 			ps.LeasedBy = ls.Lane
@@ -117,7 +117,7 @@ func Describe(ctx context.Context, l *config.Lane, docker *client.Client) (*Lane
 
 // locatePF fills in where the PF is and returns what is wrong, if anything:
 // a PF up put into an agent must be in that agent's current netns.
-func locatePF(ctx context.Context, l *config.Lane, cli *client.Client, nodes []provider.Node, pl Placement, ps *PFStatus) string {
+func locatePF(ctx context.Context, l *config.Lane, cli *client.Client, nodes []provider.Node, pl sriov.Placement, ps *PFStatus) string {
 	ps.Node = pl.Node
 	var agent *provider.Node
 	for i := range nodes {

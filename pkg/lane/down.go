@@ -78,7 +78,7 @@ func Down(ctx context.Context, l *config.Lane, opts DownOptions) (DownReport, er
 	if len(l.Hooks.PreDown) > 0 {
 		kc := l.KubeconfigPath()
 		status.Start("pre-down hooks")
-		err := runHooks(ctx, c, "pre-down", l.Hooks.PreDown, kc, PlacementsFromJournal(j.Entries()))
+		err := runHooks(ctx, c, "pre-down", l.Hooks.PreDown, kc)
 		status.End(err)
 		if err != nil {
 			// A failing hook must not keep NICs away from the host.
@@ -134,20 +134,4 @@ func hasPending(j *journal.Journal, op string) bool {
 		}
 	}
 	return false
-}
-
-// PlacementsFromJournal reconstructs where each PF went from the journal.
-func PlacementsFromJournal(entries []journal.Entry) []Placement {
-	var out []Placement
-	for _, e := range entries {
-		if e.Op != sriov.OpMove || e.Undone {
-			continue
-		}
-		var r sriov.MoveRecord
-		if err := e.Decode(&r); err != nil || r.What != "PF" {
-			continue
-		}
-		out = append(out, Placement{PF: sriov.PF{Name: r.Name, PCI: r.PCI, MAC: r.MAC}, Node: r.TargetDesc, NameIn: r.MovedAs})
-	}
-	return out
 }

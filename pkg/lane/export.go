@@ -61,7 +61,7 @@ func ExportLogs(ctx context.Context, l *config.Lane, docker *client.Client, dir 
 	note("registry logs", containerLogs(ctx, cli, provider.RegistryName(l.ClusterName()), filepath.Join(out, "registry.log")))
 
 	if entries, err := journal.Read(l.Dir().Journal()); err == nil {
-		note("sysfs state", sysfsState(sriov.Sysfs{Root: l.SysfsRoot}, PlacementsFromJournal(entries), filepath.Join(out, "sriov-sysfs.txt")))
+		note("sysfs state", sysfsState(sriov.Sysfs{Root: l.SysfsRoot}, sriov.Placements(entries), filepath.Join(out, "sriov-sysfs.txt")))
 	}
 	if kc := connectKube(l); kc != nil {
 		note("cluster", clusterState(ctx, kc.Typed, out))
@@ -113,7 +113,7 @@ func nodeLinks(ctx context.Context, node sriov.NetnsTarget, dst string) error {
 	return os.WriteFile(dst, []byte(b.String()), 0o644)
 }
 
-func sysfsState(sys sriov.Sysfs, placements []Placement, dst string) error {
+func sysfsState(sys sriov.Sysfs, placements []sriov.Placement, dst string) error {
 	var b strings.Builder
 	for _, p := range placements {
 		fmt.Fprintf(&b, "%s (%s) in %s as %s\n", p.PF.Name, p.PF.PCI, p.Node, p.NameIn)

@@ -14,6 +14,7 @@ import (
 	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/journal"
 	"github.com/sriov-lane/sriov-lane/pkg/provider"
+	"github.com/sriov-lane/sriov-lane/pkg/sriov"
 )
 
 // kubevirtciRef pins the kubevirtci sources the kubevirtci outputs follow.
@@ -152,8 +153,10 @@ func registryHostPrefix(addr string) string {
 	return net.JoinHostPort(host, port)
 }
 
-// HookEnv is the environment hooks run with.
-func hookEnv(l *config.Lane, kubeconfig string, placements []Placement) []string {
+// hookEnv is the environment hooks run with: SRIOV_LANE_PFS is where the
+// PFs are, as pkg/sriov reads it from the journal, for post-up and pre-down
+// hooks alike.
+func hookEnv(l *config.Lane, kubeconfig string, placements []sriov.Placement) []string {
 	pfs, _ := json.Marshal(placements)
 	return append(os.Environ(),
 		"KUBECONFIG="+kubeconfig,
@@ -167,7 +170,8 @@ func hookEnv(l *config.Lane, kubeconfig string, placements []Placement) []string
 const HookTimeout = 10 * time.Minute
 
 // runHooks runs each hook as argv (no shell), streaming its output.
-func runHooks(ctx context.Context, c *Context, phase string, hooks [][]string, kubeconfig string, placements []Placement) error {
+func runHooks(ctx context.Context, c *Context, phase string, hooks [][]string, kubeconfig string) error {
+	placements := c.placements()
 	for _, h := range hooks {
 		c.Status.Detailf("%s hook: %s", phase, strings.Join(h, " "))
 		hctx, cancel := context.WithTimeout(ctx, HookTimeout)
@@ -185,7 +189,7 @@ func runHooks(ctx context.Context, c *Context, phase string, hooks [][]string, k
 }
 
 func stepPostUpHooks(ctx context.Context, c *Context) error {
-	return runHooks(ctx, c, "post-up", c.Lane.Hooks.PostUp, c.Kubeconfig, c.Placements)
+	return runHooks(ctx, c, "post-up", c.Lane.Hooks.PostUp, c.Kubeconfig)
 }
 
 // shellQuote single-quotes s for a file kubevirtci sources.

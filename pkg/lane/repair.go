@@ -74,7 +74,7 @@ func Repair(ctx context.Context, l *config.Lane, opts RepairOptions) (RepairRepo
 			return rep, fmt.Errorf("repairing lane %s: %w", l.Name, err)
 		}
 		// Up's own steps, narrowed to this agent and its PFs.
-		c.Agents, c.Leased, c.Placements = []provider.Node{b.agent}, b.pfs, nil
+		c.Agents, c.Leased = []provider.Node{b.agent}, b.pfs
 		for _, s := range []Step{{"bind PFs into " + b.agent.Name, stepBindPFs}, {"create VFs and bind drivers", stepVFs}} {
 			status.Start(s.Name)
 			err := s.Run(ctx, c)
@@ -112,7 +112,7 @@ func brokenAgents(ctx context.Context, c *Context) ([]brokenAgent, map[string]in
 	}
 	var order []string
 	pfs := map[string][]sriov.PF{}
-	for _, p := range PlacementsFromJournal(c.Journal.Entries()) {
+	for _, p := range sriov.Placements(c.Journal.Entries()) {
 		if _, seen := pfs[p.Node]; !seen {
 			order = append(order, p.Node)
 		}

@@ -152,16 +152,19 @@ func stepBindPFs(ctx context.Context, c *Context) error {
 			if err != nil {
 				return fmt.Errorf("binding %s into %s: %w", pf, agent.Name, err)
 			}
-			c.Placements = append(c.Placements, Placement{PF: pf, Node: agent.Name, NameIn: name})
 			c.Status.Detailf("%s -> %s as %s", pf, agent.Name, name)
 		}
 	}
 	return nil
 }
 
+// stepVFs creates and binds the VFs of the PFs placed in this run's agents
+// (all of them in up, the one being repaired in repair).
 func stepVFs(ctx context.Context, c *Context) error {
-	for i := range c.Placements {
-		p := &c.Placements[i]
+	for _, p := range c.placements() {
+		if _, ours := c.Pins[p.Node]; !ours {
+			continue
+		}
 		// VF netdevs (netdevice mode) join their PF in the pinned netns.
 		vfs, err := c.SRIOV.ConfigureVFs(ctx, p.PF, sriov.VFOptions{
 			Count: c.Lane.VFsPerPF, Mode: c.Lane.VFDriver, Target: c.Pins[p.Node],
@@ -169,7 +172,6 @@ func stepVFs(ctx context.Context, c *Context) error {
 		if err != nil {
 			return fmt.Errorf("creating VFs on %s in %s: %w", p.PF, p.Node, err)
 		}
-		p.VFs = len(vfs)
 		c.Status.Detailf("%s: %d VFs (%s)", p.PF, len(vfs), c.Lane.VFDriver)
 	}
 	return nil
@@ -201,10 +203,13 @@ func CNIOptions(l *config.Lane, pfNamesInNodes []string) cni.Options {
 	}
 }
 
+// placements are where the lane's PFs are, as pkg/sriov reads the journal.
+func (c *Context) placements() []sriov.Placement { return sriov.Placements(c.Journal.Entries()) }
+
 func (c *Context) pfNamesInNodes() []string {
 	seen := map[string]bool{}
 	var names []string
-	for _, p := range c.Placements {
+	for _, p := range c.placements() {
 		if !seen[p.NameIn] {
 			seen[p.NameIn] = true
 			names = append(names, p.NameIn)
@@ -244,7 +249,7 @@ func stepWait(ctx context.Context, c *Context) error {
 		return err
 	}
 	want := map[string]int64{}
-	for _, p := range c.Placements {
+	for _, p := range c.placements() {
 		want[p.Node] += int64(p.VFs)
 	}
 	if err := cni.WaitAllocatable(ctx, c.Kube.Typed, want, c.Lane.Resource()); err != nil {

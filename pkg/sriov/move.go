@@ -38,6 +38,9 @@ type MoveRecord struct {
 	AdminUp    bool       `json:"adminUp"`
 	Target     TargetSpec `json:"target"`
 	TargetDesc string     `json:"targetDesc"`
+	// PF is the PF as discovery found it, for a PF's move (Placements);
+	// journals written before it was recorded lack it.
+	PF *PF `json:"pf,omitempty"`
 }
 
 func (r MoveRecord) label() string { return fmt.Sprintf("%s %s (%s)", r.What, r.Name, r.PCI) }
@@ -66,14 +69,17 @@ func CollisionName(pci string) string {
 // name inside the target. Moving a PF that is already in the target is a
 // no-op.
 func (s *Session) MovePF(ctx context.Context, pf PF, t NetnsTarget) (string, error) {
-	name, err := s.moveLink(ctx, "PF", pf.PCI, pf.MAC, t)
+	name, err := s.moveLink(ctx, "PF", pf.PCI, pf.MAC, t, &pf)
 	if err != nil {
 		return "", fmt.Errorf("binding %s into %s: %w", pf, t, err)
 	}
 	return name, nil
 }
 
-func (s *Session) moveLink(ctx context.Context, what, pci, mac string, t NetnsTarget) (string, error) {
+// moveLink moves the link with mac (of PCI function pci, what "PF" or "VF")
+// into t and returns its name there; pf is the PF's discovery, recorded
+// with a PF's move.
+func (s *Session) moveLink(ctx context.Context, what, pci, mac string, t NetnsTarget, pf *PF) (string, error) {
 	origin, oid, err := currentNetns()
 	if err != nil {
 		return "", err
@@ -103,7 +109,7 @@ func (s *Session) moveLink(ctx context.Context, what, pci, mac string, t NetnsTa
 	}
 	a := link.Attrs()
 	rec := MoveRecord{What: what, PCI: pci, MAC: mac, Name: a.Name, MovedAs: a.Name, Origin: oid,
-		MTU: a.MTU, AdminUp: a.Flags&net.FlagUp != 0, Target: t.Spec(), TargetDesc: t.String(), LinkType: link.Type()}
+		MTU: a.MTU, AdminUp: a.Flags&net.FlagUp != 0, Target: t.Spec(), TargetDesc: t.String(), LinkType: link.Type(), PF: pf}
 	if _, err := th.LinkByName(a.Name); err == nil {
 		rec.MovedAs = CollisionName(pci)
 		if _, err := th.LinkByName(rec.MovedAs); err == nil {

@@ -226,7 +226,7 @@ func (s *Session) bindNetdevice(ctx context.Context, pf string, vf VF, target Ne
 	if err != nil {
 		return vf, err
 	}
-	if vf.Netdev, err = s.moveLink(ctx, "VF", vf.PCI, vf.MAC, target); err != nil {
+	if vf.Netdev, err = s.moveLink(ctx, "VF", vf.PCI, vf.MAC, target, nil); err != nil {
 		return vf, fmt.Errorf("moving VF netdev into %s: %w", target, err)
 	}
 	return vf, nil
