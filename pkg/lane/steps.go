@@ -150,7 +150,7 @@ func stepBindPFs(ctx context.Context, c *Context) error {
 		for _, pf := range c.Leased[i*k : (i+1)*k] {
 			name, err := c.SRIOV.MovePF(ctx, pf, target)
 			if err != nil {
-				return fmt.Errorf("binding %s into %s: %w", pf, agent.Name, err)
+				return err // names the PF and the agent
 			}
 			c.Status.Detailf("%s -> %s as %s", pf, agent.Name, name)
 		}
@@ -170,7 +170,7 @@ func stepVFs(ctx context.Context, c *Context) error {
 			Count: c.Lane.VFsPerPF, Mode: c.Lane.VFDriver, Target: c.Pins[p.Node],
 		})
 		if err != nil {
-			return fmt.Errorf("creating VFs on %s in %s: %w", p.PF, p.Node, err)
+			return err // names the PF
 		}
 		c.Status.Detailf("%s: %d VFs (%s)", p.PF, len(vfs), c.Lane.VFDriver)
 	}

@@ -167,7 +167,7 @@ func Locate(ctx context.Context, agent ContainerTarget, pin PinnedTarget, mac st
 	case errors.Is(err, ErrTargetGone):
 		w.AgentDown = true
 	case err != nil:
-		return w, err
+		return w, fmt.Errorf("%s: %w", agent, err)
 	}
 	pid, perr := pinnedID(pin.Path)
 	if perr == nil && !w.AgentDown && pid != cid {
@@ -179,7 +179,7 @@ func Locate(ctx context.Context, agent ContainerTarget, pin PinnedTarget, mac st
 			return false, nil
 		}
 		if err != nil {
-			return false, err
+			return false, fmt.Errorf("%s: %w", t, err)
 		}
 		defer tns.Close()
 		defer th.Close()

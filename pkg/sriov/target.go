@@ -138,8 +138,8 @@ func currentNetns() (netns.NsHandle, NetnsID, error) {
 }
 
 // openTarget resolves t's netns now and opens a netlink handle in it; the
-// caller closes both. Errors from resolving are returned as they are, so
-// ErrTargetGone can be told apart.
+// caller closes both, and names t in an error. Errors from resolving are
+// returned as they are, so ErrTargetGone can be told apart.
 func openTarget(ctx context.Context, t NetnsTarget) (netns.NsHandle, *netlink.Handle, error) {
 	tns, err := t.Open(ctx)
 	if err != nil {
@@ -148,7 +148,7 @@ func openTarget(ctx context.Context, t NetnsTarget) (netns.NsHandle, *netlink.Ha
 	th, err := netlink.NewHandleAt(tns)
 	if err != nil {
 		tns.Close()
-		return -1, nil, fmt.Errorf("netlink in %s: %w", t, err)
+		return -1, nil, fmt.Errorf("opening netlink in its netns: %w", err)
 	}
 	return tns, th, nil
 }
