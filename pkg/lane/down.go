@@ -73,16 +73,16 @@ func Down(ctx context.Context, l *config.Lane, opts DownOptions) (DownReport, er
 		return rep, err
 	}
 	defer closeLane()
-	j, cli, status := c.Journal, c.Docker, c.Status
+	j, cli, progress := c.Journal, c.Docker, c.Progress
 
 	if len(l.Hooks.PreDown) > 0 {
 		kc := l.KubeconfigPath()
-		status.Start("pre-down hooks")
+		progress.Start("pre-down hooks")
 		err := runHooks(ctx, c, "pre-down", l.Hooks.PreDown, kc)
-		status.End(err)
+		progress.End(err)
 		if err != nil {
 			// A failing hook must not keep NICs away from the host.
-			status.Infof("%v; tearing down anyway", err)
+			progress.Infof("%v; tearing down anyway", err)
 		}
 	}
 
@@ -91,17 +91,17 @@ func Down(ctx context.Context, l *config.Lane, opts DownOptions) (DownReport, er
 		// and the kernel blocks unbinding it until QEMU lets go. Stopping
 		// the agents ends every such holder; their netns are pinned, so the
 		// PFs and VF netdevs in them stay reachable.
-		status.Start("stop agents")
+		progress.Start("stop agents")
 		err := c.Provider.StopAgents(ctx, l.ClusterName())
-		status.End(err)
+		progress.End(err)
 		if err != nil {
 			// Not fatal: each VF undo still waits for its holders, bounded,
 			// and names them.
-			status.Infof("%v; going on", err)
+			progress.Infof("%v; going on", err)
 		}
 	}
 
-	status.Start("return PFs and delete lane")
+	progress.Start("return PFs and delete lane")
 	u := undoers(l, cli, c.Provider, opts.Force)
 	var started time.Time
 	err = journal.Reverse(ctx, j, u, journal.ReverseOptions{
@@ -117,7 +117,7 @@ func Down(ctx context.Context, l *config.Lane, opts DownOptions) (DownReport, er
 			c.reportUndo(e, note, err)
 		},
 	})
-	status.End(err)
+	progress.End(err)
 	if err != nil {
 		return rep, fmt.Errorf("lane %s: %w\nthe journal %s keeps what is left: fix the cause and run down again (--force to continue past failures)", l.Name, err, j.Path())
 	}

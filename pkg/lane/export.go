@@ -116,7 +116,7 @@ func nodeLinks(ctx context.Context, node sriov.NetnsTarget, dst string) error {
 func sysfsState(sys sriov.Sysfs, placements []sriov.Placement, dst string) error {
 	var b strings.Builder
 	for _, p := range placements {
-		fmt.Fprintf(&b, "%s (%s) in %s as %s\n", p.PF.Name, p.PF.PCI, p.Node, p.NameIn)
+		fmt.Fprintf(&b, "%s (%s) in %s as %s\n", p.PF.Name, p.PF.PCI, p.Node, p.NameInNode)
 		for _, attr := range []string{"sriov_totalvfs", "sriov_numvfs", "sriov_drivers_autoprobe"} {
 			v, err := sys.ReadAttr(p.PF.PCI, attr)
 			if err != nil {

@@ -26,7 +26,7 @@ func TestHooksOfBothPhasesGetTheSamePFs(t *testing.T) {
 		op   string
 		data any
 	}{
-		{sriov.OpMove, sriov.MoveRecord{What: "PF", PCI: pf.PCI, MAC: pf.MAC, Name: pf.Name, MovedAs: pf.Name, TargetDesc: "k3d-sriov-agent-0", PF: &pf}},
+		{sriov.OpMove, sriov.MoveRecord{Function: "PF", PCI: pf.PCI, MAC: pf.MAC, Name: pf.Name, MovedAs: pf.Name, TargetDesc: "k3d-sriov-agent-0", PF: &pf}},
 		{sriov.OpNumVFs, sriov.NumVFsRecord{PCI: pf.PCI, Count: 6}},
 	} {
 		e, err := j.Begin(rec.op, rec.data)
@@ -36,7 +36,7 @@ func TestHooksOfBothPhasesGetTheSamePFs(t *testing.T) {
 		j.Done(e)
 	}
 	var out bytes.Buffer
-	c := &Context{Lane: config.Default(), Journal: j, Status: NewStatus(&out, false), Out: &out}
+	c := &Session{Lane: config.Default(), Journal: j, Progress: NewProgress(&out, false), Out: &out}
 	seen := map[string]string{}
 	for _, phase := range []string{"post-up", "pre-down"} {
 		file := filepath.Join(dir, phase)

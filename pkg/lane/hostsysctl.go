@@ -195,7 +195,7 @@ func sysctlName(key string) string { return strings.ReplaceAll(key, "/", ".") }
 
 // recordHostSysctls journals the lane's hold on the host sysctls, before
 // the cluster whose kubelets change them exists.
-func recordHostSysctls(c *Context) error {
+func recordHostSysctls(c *Session) error {
 	e, err := c.Journal.Begin(OpHostSysctls, sysctlRecord{Lane: c.Lane.Name, StateDir: c.Lane.StateDir})
 	if err != nil {
 		return err

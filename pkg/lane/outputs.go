@@ -22,7 +22,7 @@ const kubevirtciRef = "kubevirt/kubevirtci@39bd4947ba4de7f7676ad30cd2df51e7c60ef
 
 // stepOutputs writes what kubevirtci's cluster-up expects when asked:
 // .kubeconfig, .kubectl and config-provider-<provider>.sh.
-func stepOutputs(ctx context.Context, c *Context) error {
+func stepOutputs(ctx context.Context, c *Session) error {
 	if c.KubevirtciDir == "" {
 		return nil
 	}
@@ -170,10 +170,10 @@ func hookEnv(l *config.Lane, kubeconfig string, placements []sriov.Placement) []
 const HookTimeout = 10 * time.Minute
 
 // runHooks runs each hook as argv (no shell), streaming its output.
-func runHooks(ctx context.Context, c *Context, phase string, hooks [][]string, kubeconfig string) error {
+func runHooks(ctx context.Context, c *Session, phase string, hooks [][]string, kubeconfig string) error {
 	placements := c.placements()
 	for _, h := range hooks {
-		c.Status.Detailf("%s hook: %s", phase, strings.Join(h, " "))
+		c.Progress.Detailf("%s hook: %s", phase, strings.Join(h, " "))
 		hctx, cancel := context.WithTimeout(ctx, HookTimeout)
 		defer cancel()
 		cmd := exec.CommandContext(hctx, h[0], h[1:]...)
@@ -188,7 +188,7 @@ func runHooks(ctx context.Context, c *Context, phase string, hooks [][]string, k
 	return nil
 }
 
-func stepPostUpHooks(ctx context.Context, c *Context) error {
+func stepPostUpHooks(ctx context.Context, c *Session) error {
 	return runHooks(ctx, c, "post-up", c.Lane.Hooks.PostUp, c.Kubeconfig)
 }
 
@@ -211,7 +211,7 @@ type fileRecord struct {
 // writeOutsideFile writes path through write. Inside the lane dir nothing is
 // journalled (down removes the dir); elsewhere the write is journalled first
 // and an existing file (e.g. ~/.kube/config) is backed up for the undo.
-func writeOutsideFile(c *Context, path string, write func(string) error) error {
+func writeOutsideFile(c *Session, path string, write func(string) error) error {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return err

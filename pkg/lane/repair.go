@@ -45,17 +45,17 @@ func Repair(ctx context.Context, l *config.Lane, opts RepairOptions) (RepairRepo
 		return rep, err
 	}
 	defer closeLane()
-	j, cli, status := c.Journal, c.Docker, c.Status
-	c.SRIOV = &sriov.Session{Journal: j, Sysfs: sriov.Sysfs{Root: l.SysfsRoot}, Docker: cli, Log: func(m string) { status.Infof("%s", m) }}
+	j, cli, progress := c.Journal, c.Docker, c.Progress
+	c.SRIOV = &sriov.Session{Journal: j, Sysfs: sriov.Sysfs{Root: l.SysfsRoot}, Docker: cli, Log: func(m string) { progress.Infof("%s", m) }}
 
-	status.Start("find what moved")
+	progress.Start("find what moved")
 	broken, want, err := brokenAgents(ctx, c)
-	status.End(err)
+	progress.End(err)
 	if err != nil {
 		return rep, err
 	}
 	if len(broken) == 0 {
-		status.Infof("lane %s is healthy: nothing to repair", l.Name)
+		progress.Infof("lane %s is healthy: nothing to repair", l.Name)
 		return rep, nil
 	}
 	undo := undoers(l, cli, c.Provider, false)
@@ -64,21 +64,21 @@ func Repair(ctx context.Context, l *config.Lane, opts RepairOptions) (RepairRepo
 		for _, pf := range b.pfs {
 			pcis[pf.PCI] = true
 		}
-		status.Start("take back the PFs of " + b.agent.Name)
+		progress.Start("take back the PFs of " + b.agent.Name)
 		err := journal.Reverse(ctx, j, undo, journal.ReverseOptions{
 			Only:   func(e *journal.Entry) bool { return sriov.OfAgent(e, b.agent.Name, pcis) },
 			Report: c.reportUndo,
 		})
-		status.End(err)
+		progress.End(err)
 		if err != nil {
 			return rep, fmt.Errorf("repairing lane %s: %w", l.Name, err)
 		}
 		// Up's own steps, narrowed to this agent and its PFs.
 		c.Agents, c.Leased = []provider.Node{b.agent}, b.pfs
 		for _, s := range []Step{{"bind PFs into " + b.agent.Name, stepBindPFs}, {"create VFs and bind drivers", stepVFs}} {
-			status.Start(s.Name)
+			progress.Start(s.Name)
 			err := s.Run(ctx, c)
-			status.End(err)
+			progress.End(err)
 			if err != nil {
 				return rep, fmt.Errorf("repairing lane %s: %s: %w", l.Name, s.Name, err)
 			}
@@ -86,9 +86,9 @@ func Repair(ctx context.Context, l *config.Lane, opts RepairOptions) (RepairRepo
 		rep.Repaired = append(rep.Repaired, b.agent.Name)
 	}
 
-	status.Start("wait for VFs")
+	progress.Start("wait for VFs")
 	err = waitAllocatable(ctx, l, want)
-	status.End(err)
+	progress.End(err)
 	return rep, err
 }
 
@@ -100,7 +100,7 @@ type brokenAgent struct {
 // brokenAgents finds the agents whose PFs are not in their current netns,
 // and what every agent must advertise once repaired. An agent that is not
 // running, or gone, cannot be repaired: the error says what to do.
-func brokenAgents(ctx context.Context, c *Context) ([]brokenAgent, map[string]int64, error) {
+func brokenAgents(ctx context.Context, c *Session) ([]brokenAgent, map[string]int64, error) {
 	l := c.Lane
 	agents, err := c.Provider.Agents(ctx, l.ClusterName())
 	if err != nil {

@@ -19,7 +19,7 @@ import (
 	"github.com/sriov-lane/sriov-lane/pkg/statedir"
 )
 
-func stepLease(ctx context.Context, c *Context) error {
+func stepLease(ctx context.Context, c *Session) error {
 	l := c.Lane
 	pfs, err := sriov.Discover(c.SRIOV.Sysfs)
 	if err != nil {
@@ -46,12 +46,12 @@ func stepLease(ctx context.Context, c *Context) error {
 	}
 	c.Leased = leased
 	for _, pf := range leased {
-		c.Status.Detailf("leased %s (%s), totalvfs %d", pf.Name, pf.PCI, pf.TotalVFs)
+		c.Progress.Detailf("leased %s (%s), totalvfs %d", pf.Name, pf.PCI, pf.TotalVFs)
 	}
 	return nil
 }
 
-func stepCreateCluster(ctx context.Context, c *Context) error {
+func stepCreateCluster(ctx context.Context, c *Session) error {
 	rec := provider.ClusterRecord{Name: c.Lane.ClusterName()}
 	// Checked before the intent is journalled: an undo of this lane must
 	// never delete a cluster of the same name that is not its own.
@@ -114,15 +114,15 @@ func notOurs(err error) error {
 // createOptions are the provider's options for the lane's cluster. --retain
 // must reach the provider as well: it removes what a failed k3d create made
 // unless told to keep it, before the step's own rollback is even asked.
-func createOptions(c *Context) provider.CreateOptions {
+func createOptions(c *Session) provider.CreateOptions {
 	return provider.CreateOptions{
-		Progress: func(node, msg string) { c.Status.Detailf("%s: %s", node, msg) },
-		Note:     func(msg string) { c.Status.Infof("%s", msg) },
+		Progress: func(node, msg string) { c.Progress.Detailf("%s: %s", node, msg) },
+		Note:     func(msg string) { c.Progress.Infof("%s", msg) },
 		Retain:   c.Retain,
 	}
 }
 
-func stepPrepareNodes(ctx context.Context, c *Context) error {
+func stepPrepareNodes(ctx context.Context, c *Session) error {
 	agents, err := c.Provider.Agents(ctx, c.Lane.ClusterName())
 	if err != nil {
 		return err
@@ -137,7 +137,7 @@ func stepPrepareNodes(ctx context.Context, c *Context) error {
 // stepBindPFs is where PFs leave the host: each agent's netns is pinned
 // (pkg/sriov/pin.go), then gets its slice of the leased PFs, moved into
 // that pinned netns (pkg/sriov/move.go), which outlives the container.
-func stepBindPFs(ctx context.Context, c *Context) error {
+func stepBindPFs(ctx context.Context, c *Session) error {
 	k := c.Lane.PFsPerNode
 	c.Pins = map[string]sriov.PinnedTarget{}
 	for i, agent := range c.Agents {
@@ -152,7 +152,7 @@ func stepBindPFs(ctx context.Context, c *Context) error {
 			if err != nil {
 				return err // names the PF and the agent
 			}
-			c.Status.Detailf("%s -> %s as %s", pf, agent.Name, name)
+			c.Progress.Detailf("%s -> %s as %s", pf, agent.Name, name)
 		}
 	}
 	return nil
@@ -160,7 +160,7 @@ func stepBindPFs(ctx context.Context, c *Context) error {
 
 // stepVFs creates and binds the VFs of the PFs placed in this run's agents
 // (all of them in up, the one being repaired in repair).
-func stepVFs(ctx context.Context, c *Context) error {
+func stepVFs(ctx context.Context, c *Session) error {
 	for _, p := range c.placements() {
 		if _, ours := c.Pins[p.Node]; !ours {
 			continue
@@ -172,12 +172,12 @@ func stepVFs(ctx context.Context, c *Context) error {
 		if err != nil {
 			return err // names the PF
 		}
-		c.Status.Detailf("%s: %d VFs (%s)", p.PF, len(vfs), c.Lane.VFDriver)
+		c.Progress.Detailf("%s: %d VFs (%s)", p.PF, len(vfs), c.Lane.VFDriver)
 	}
 	return nil
 }
 
-func stepLabelNodes(ctx context.Context, c *Context) error {
+func stepLabelNodes(ctx context.Context, c *Session) error {
 	key, val := c.Lane.NodeLabelKV()
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]string{key: val}}})
 	for _, a := range c.Agents {
@@ -204,22 +204,22 @@ func CNIOptions(l *config.Lane, pfNamesInNodes []string) cni.Options {
 }
 
 // placements are where the lane's PFs are, as pkg/sriov reads the journal.
-func (c *Context) placements() []sriov.Placement { return sriov.Placements(c.Journal.Entries()) }
+func (c *Session) placements() []sriov.Placement { return sriov.Placements(c.Journal.Entries()) }
 
-func (c *Context) pfNamesInNodes() []string {
+func (c *Session) pfNamesInNodes() []string {
 	seen := map[string]bool{}
 	var names []string
 	for _, p := range c.placements() {
-		if !seen[p.NameIn] {
-			seen[p.NameIn] = true
-			names = append(names, p.NameIn)
+		if !seen[p.NameInNode] {
+			seen[p.NameInNode] = true
+			names = append(names, p.NameInNode)
 		}
 	}
 	sort.Strings(names)
 	return names
 }
 
-func stepDeployComponents(ctx context.Context, c *Context) error {
+func stepDeployComponents(ctx context.Context, c *Session) error {
 	// Webhook certificates are made here, per up, and only sent to the API
 	// server (plan shows placeholders).
 	opts, err := cni.WithWebhookCerts(CNIOptions(c.Lane, c.pfNamesInNodes()))
@@ -231,10 +231,10 @@ func stepDeployComponents(ctx context.Context, c *Context) error {
 		return err
 	}
 	c.objects = objs
-	return cni.Apply(ctx, c.Kube, objs, c.Status.Detailf)
+	return cni.Apply(ctx, c.Kube, objs, c.Progress.Detailf)
 }
 
-func stepWait(ctx context.Context, c *Context) error {
+func stepWait(ctx context.Context, c *Session) error {
 	ctx, cancel := context.WithTimeout(ctx, c.Lane.WaitTimeout.Duration)
 	defer cancel()
 	nodes, err := c.Provider.Nodes(ctx, c.Lane.ClusterName())

@@ -57,14 +57,14 @@ func Up(ctx context.Context, l *config.Lane, opts UpOptions) ([]StepTiming, erro
 		return nil, err
 	}
 	defer release()
-	status := NewStatus(opts.Out, opts.Verbose)
-	c := newUpContext(l, opts, cli, status)
+	progress := NewProgress(opts.Out, opts.Verbose)
+	c := newUpSession(l, opts, cli, progress)
 	// Preflight runs before the journal exists: a lane that fails it leaves
 	// no trace on the host.
 	steps := UpSteps()
-	status.Start(steps[0].Name)
+	progress.Start(steps[0].Name)
 	err = steps[0].Run(ctx, c)
-	status.End(err)
+	progress.End(err)
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +78,7 @@ func Up(ctx context.Context, l *config.Lane, opts UpOptions) ([]StepTiming, erro
 		c.finish()
 		return nil, err
 	}
-	c.SRIOV = &sriov.Session{Journal: j, Sysfs: sriov.Sysfs{Root: l.SysfsRoot}, Docker: cli, Log: func(m string) { status.Infof("%s", m) }}
+	c.SRIOV = &sriov.Session{Journal: j, Sysfs: sriov.Sysfs{Root: l.SysfsRoot}, Docker: cli, Log: func(m string) { progress.Infof("%s", m) }}
 	if c.AfterStep != nil {
 		c.AfterStep(steps[0].Name)
 	}
@@ -86,11 +86,11 @@ func Up(ctx context.Context, l *config.Lane, opts UpOptions) ([]StepTiming, erro
 	return timings, err
 }
 
-// newUpContext is what Up's steps start from: every option that changes how
+// newUpSession is what Up's steps start from: every option that changes how
 // a step behaves is carried here, where the steps can see it.
-func newUpContext(l *config.Lane, opts UpOptions, cli *client.Client, status *Status) *Context {
-	return &Context{
-		Lane: l, Status: status, Docker: cli, Provider: provider.NewWithClient(cli),
+func newUpSession(l *config.Lane, opts UpOptions, cli *client.Client, progress *Progress) *Session {
+	return &Session{
+		Lane: l, Progress: progress, Docker: cli, Provider: provider.NewWithClient(cli),
 		Out: opts.Out, KubevirtciDir: opts.KubevirtciDir, AfterStep: opts.AfterStep, Retain: opts.Retain,
 	}
 }
@@ -128,7 +128,7 @@ func (e *PreflightError) Error() string {
 	return s + "\nrun 'sriov-lane check' for the full report"
 }
 
-func stepPreflight(ctx context.Context, c *Context) error {
+func stepPreflight(ctx context.Context, c *Session) error {
 	ck := &Checker{Lane: c.Lane, Docker: c.Docker, PFs: PFReportFunc(c.Lane)}
 	var failed []CheckResult
 	for _, r := range ck.Run(ctx) {

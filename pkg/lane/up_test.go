@@ -14,7 +14,7 @@ import (
 func TestUpOptionsReachTheClusterCreate(t *testing.T) {
 	for _, retain := range []bool{true, false} {
 		var out bytes.Buffer
-		c := newUpContext(config.Default(), UpOptions{Out: &out, Retain: retain}, nil, NewStatus(&out, false))
+		c := newUpSession(config.Default(), UpOptions{Out: &out, Retain: retain}, nil, NewProgress(&out, false))
 		o := createOptions(c)
 		if o.Retain != retain {
 			t.Errorf("UpOptions.Retain %v reaches CreateOptions.Retain as %v", retain, o.Retain)

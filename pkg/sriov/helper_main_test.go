@@ -95,7 +95,7 @@ func helperDown() error {
 		return err
 	}
 	defer j.Close()
-	return journal.Reverse(ctx, j, sriov.Undoers(sriov.Deps{Sysfs: sriov.Sysfs{Root: os.Getenv("SX_SYSFS")}}), journal.ReverseOptions{
+	return journal.Reverse(ctx, j, sriov.Undoers(sriov.Restorer{Sysfs: sriov.Sysfs{Root: os.Getenv("SX_SYSFS")}}), journal.ReverseOptions{
 		Report: func(e *journal.Entry, note string, err error) {
 			if note != "" {
 				fmt.Printf("NOTE %s: %s\n", e.Op, note)

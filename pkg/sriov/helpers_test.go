@@ -56,7 +56,7 @@ func newSession(t *testing.T, r *rig.Rig, j *journal.Journal) *sriov.Session {
 }
 
 // reverse undoes the journal and returns the notes.
-func reverse(t *testing.T, j *journal.Journal, d sriov.Deps) []string {
+func reverse(t *testing.T, j *journal.Journal, d sriov.Restorer) []string {
 	t.Helper()
 	var notes []string
 	err := journal.Reverse(testCtx(t), j, sriov.Undoers(d), journal.ReverseOptions{

@@ -5,10 +5,10 @@ import "github.com/sriov-lane/sriov-lane/pkg/journal"
 // Placement is one PF in one node: where up (or repair) moved it, under
 // which name, and how many VFs it has there.
 type Placement struct {
-	PF     PF     `json:"pf"`
-	Node   string `json:"node"`
-	NameIn string `json:"nameInNode"`
-	VFs    int    `json:"vfs"`
+	PF         PF     `json:"pf"`
+	Node       string `json:"node"`
+	NameInNode string `json:"nameInNode"`
+	VFs        int    `json:"vfs"`
 }
 
 // Placements answers, from a lane's journal, which PFs are placed where:
@@ -26,14 +26,14 @@ func Placements(entries []journal.Entry) []Placement {
 	var out []Placement
 	for _, e := range entries {
 		var r MoveRecord
-		if e.Op != OpMove || e.Undone || e.Decode(&r) != nil || r.What != "PF" {
+		if e.Op != OpMove || e.Undone || e.Decode(&r) != nil || r.Function != "PF" {
 			continue
 		}
 		pf := PF{Name: r.Name, PCI: r.PCI, MAC: r.MAC}
 		if r.PF != nil {
 			pf = *r.PF
 		}
-		out = append(out, Placement{PF: pf, Node: r.TargetDesc, NameIn: r.MovedAs, VFs: vfs[r.PCI]})
+		out = append(out, Placement{PF: pf, Node: r.TargetDesc, NameInNode: r.MovedAs, VFs: vfs[r.PCI]})
 	}
 	return out
 }

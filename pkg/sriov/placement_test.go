@@ -19,10 +19,10 @@ func TestPlacementsFromTheJournal(t *testing.T) {
 	}
 	defer j.Close()
 	found := sriov.PF{Name: "ens1f0", PCI: "0000:3b:00.0", MAC: "aa:bb:cc:dd:ee:01", Driver: "ice", TotalVFs: 8, Present: true}
-	pf := sriov.MoveRecord{What: "PF", PCI: found.PCI, MAC: found.MAC, Name: found.Name, MovedAs: "ens1f0",
+	pf := sriov.MoveRecord{Function: "PF", PCI: found.PCI, MAC: found.MAC, Name: found.Name, MovedAs: "ens1f0",
 		Target: sriov.TargetSpec{Kind: "pinned", Path: "/p", Name: "k3d-sriov-agent-0"}, TargetDesc: "k3d-sriov-agent-0", PF: &found}
 	vf := pf
-	vf.What, vf.PCI, vf.Name, vf.PF = "VF", "0000:3b:02.0", "ens1f0v0", nil
+	vf.Function, vf.PCI, vf.Name, vf.PF = "VF", "0000:3b:02.0", "ens1f0v0", nil
 	gone := pf
 	gone.PCI, gone.Name, gone.PF = "0000:3c:00.0", "ens2f0", nil
 	old := pf // written before moves recorded the PF

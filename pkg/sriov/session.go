@@ -51,7 +51,7 @@ func (s *Session) done(e *journal.Entry) error {
 	return nil
 }
 
-// Deps returns what Undoers needs to reverse this session's journal.
-func (s *Session) Deps() Deps {
-	return Deps{Sysfs: s.Sysfs, Docker: s.Docker, Wait: s.Wait}
+// Restorer returns what Undoers needs to reverse this session's journal.
+func (s *Session) Restorer() Restorer {
+	return Restorer{Sysfs: s.Sysfs, Docker: s.Docker, Wait: s.Wait}
 }

@@ -92,7 +92,7 @@ func openNetnsPath(path string) (netns.NsHandle, error) {
 }
 
 // Target turns a journalled spec back into a target.
-func (d Deps) Target(spec TargetSpec) (NetnsTarget, error) {
+func (d Restorer) Target(spec TargetSpec) (NetnsTarget, error) {
 	switch spec.Kind {
 	case "pid":
 		return PIDTarget(spec.PID), nil

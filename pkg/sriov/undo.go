@@ -15,9 +15,10 @@ import (
 	"github.com/sriov-lane/sriov-lane/pkg/journal"
 )
 
-// Deps is what undoing needs; a fresh process builds it from the lane's
-// configuration.
-type Deps struct {
+// Restorer gives the host back what this package's journal records say
+// was taken; its fields are what that takes (sysfs, Docker, VFIO, bounds).
+// A fresh process builds it from the lane's configuration.
+type Restorer struct {
 	Sysfs  Sysfs
 	Docker containerns.Inspector
 	Wait   time.Duration
@@ -38,7 +39,7 @@ type Deps struct {
 // Undoers reverses every operation this package journals. Each undo is
 // idempotent, copes with an intent that never took effect and succeeds
 // with a note when its object is gone.
-func Undoers(d Deps) journal.Undoers {
+func Undoers(d Restorer) journal.Undoers {
 	return journal.Undoers{
 		OpLease: func(_ context.Context, e *journal.Entry) (string, error) {
 			var rec LeaseRecord
@@ -98,7 +99,7 @@ func Undoers(d Deps) journal.Undoers {
 	}
 }
 
-func (d Deps) undoNumVFs(ctx context.Context, rec NumVFsRecord) (string, error) {
+func (d Restorer) undoNumVFs(ctx context.Context, rec NumVFsRecord) (string, error) {
 	if !d.Sysfs.Exists(rec.PCI) {
 		return fmt.Sprintf("PCI device %s is gone; no VFs to remove", rec.PCI), nil
 	}
@@ -127,7 +128,7 @@ func (d Deps) undoNumVFs(ctx context.Context, rec NumVFsRecord) (string, error) 
 
 // undoBind frees a VF from the driver the lane bound. The original driver
 // is not re-bound: the numvfs undo that follows removes the VF.
-func (d Deps) undoBind(ctx context.Context, rec BindRecord) (string, error) {
+func (d Restorer) undoBind(ctx context.Context, rec BindRecord) (string, error) {
 	if !d.Sysfs.Exists(rec.VF) {
 		return fmt.Sprintf("VF %s is gone", rec.VF), nil
 	}
@@ -170,7 +171,7 @@ func (d Deps) undoBind(ctx context.Context, rec BindRecord) (string, error) {
 // is undone before the autoprobe it followed), so they came back with no
 // driver; with autoprobe on again, a probe gives each the driver the
 // kernel would have given it.
-func (d Deps) probeOriginalVFs(rec AutoprobeRecord) (string, error) {
+func (d Restorer) probeOriginalVFs(rec AutoprobeRecord) (string, error) {
 	if strings.TrimSpace(rec.Original) != "1" {
 		return "", nil
 	}
@@ -217,7 +218,7 @@ func vfsOf(sys Sysfs, pf string) []string {
 }
 
 // waitVFsFree waits until no VF of pf bound to vfio-pci is held open.
-func (d Deps) waitVFsFree(ctx context.Context, pf string) error {
+func (d Restorer) waitVFsFree(ctx context.Context, pf string) error {
 	for _, vf := range vfsOf(d.Sysfs, pf) {
 		if drv, err := d.Sysfs.Driver(vf); err == nil && drv == config.VFDriverVFIO {
 			if err := d.waitVFIOFree(ctx, vf); err != nil {
@@ -232,7 +233,7 @@ func (d Deps) waitVFsFree(ctx context.Context, pf string) error {
 // from a dead netns before reporting it missing.
 const DefaultReturnWait = 60 * time.Second
 
-func (d Deps) returnWait() time.Duration {
+func (d Restorer) returnWait() time.Duration {
 	if d.ReturnWait > 0 {
 		return d.ReturnWait
 	}

@@ -153,7 +153,7 @@ func (s *Session) configureVFs(ctx context.Context, pf PF, opts VFOptions) ([]VF
 // setNumVFs writes sriov_numvfs. The kernel creates (or removes) the VFs
 // before the write returns, or fails it: EBUSY for a nonzero count over
 // another, ERANGE above sriov_totalvfs, ENOENT without a PF driver.
-// Removing VFs blocks while one is held through VFIO (see Deps.waitVFsFree).
+// Removing VFs blocks while one is held through VFIO (see Restorer.waitVFsFree).
 func (s *Session) setNumVFs(ctx context.Context, pci string, n int) error {
 	return setNumVFs(ctx, s.Sysfs, s.Wait, pci, n)
 }
@@ -234,7 +234,7 @@ func (s *Session) bindNetdevice(ctx context.Context, pf string, vf VF, target Ne
 
 // unbind detaches bdf from driver (if any); the device is free when the
 // write returns. Unbinding from vfio-pci blocks while the VF's group is
-// held open (see Deps.waitVFIOFree).
+// held open (see Restorer.waitVFIOFree).
 func unbind(_ context.Context, sys Sysfs, _ time.Duration, bdf, driver string) error {
 	if driver == "" {
 		return nil

@@ -143,7 +143,7 @@ func goMove(ctx context.Context, cli *client.Client, dir, sysfsRoot string, pfs 
 			return 0, err
 		}
 	}
-	if err := journal.Reverse(ctx, j, sriov.Undoers(s.Deps()), journal.ReverseOptions{}); err != nil {
+	if err := journal.Reverse(ctx, j, sriov.Undoers(s.Restorer()), journal.ReverseOptions{}); err != nil {
 		return 0, err
 	}
 	return time.Since(start), nil

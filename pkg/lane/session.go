@@ -15,12 +15,12 @@ import (
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
 )
 
-// Context is what the steps of `up` share. Each step reads what earlier
+// Session is what the steps of `up` share. Each step reads what earlier
 // steps left here and adds its own results.
-type Context struct {
+type Session struct {
 	Lane     *config.Lane
 	Journal  *journal.Journal
-	Status   *Status
+	Progress *Progress
 	Docker   *client.Client
 	Provider *provider.Provider
 	SRIOV    *sriov.Session
@@ -46,19 +46,19 @@ type Context struct {
 }
 
 // Undoers reverses everything the lane journals.
-func (c *Context) Undoers() journal.Undoers {
+func (c *Session) Undoers() journal.Undoers {
 	return undoers(c.Lane, c.Docker, c.Provider, false)
 }
 
 // undoers reverses everything the lane journals; force lets PFs return to
 // the current netns even if they were taken from another.
 func undoers(l *config.Lane, cli *client.Client, p *provider.Provider, force bool) journal.Undoers {
-	return sriov.Undoers(sriov.Deps{Sysfs: sriov.Sysfs{Root: l.SysfsRoot}, Docker: cli, Force: force, VFIODir: l.VFIODir}).
+	return sriov.Undoers(sriov.Restorer{Sysfs: sriov.Sysfs{Root: l.SysfsRoot}, Docker: cli, Force: force, VFIODir: l.VFIODir}).
 		Merge(provider.Undoers(p), laneUndoers())
 }
 
 // finish removes the lane's journal and directory once nothing is pending.
-func (c *Context) finish() {
+func (c *Session) finish() {
 	if err := c.Journal.Remove(); err == nil {
 		removeLaneDir(c.Lane)
 	}
@@ -67,7 +67,7 @@ func (c *Context) finish() {
 // openLane locks an existing lane's journal and takes the command run's
 // Docker client (cli; nil: one of its own): what down and repair start
 // from. The returned func releases both.
-func openLane(l *config.Lane, cli *client.Client, out io.Writer, verbose bool) (*Context, func(), error) {
+func openLane(l *config.Lane, cli *client.Client, out io.Writer, verbose bool) (*Session, func(), error) {
 	j, err := journal.Open(l.Dir().Journal())
 	if err != nil {
 		if errors.Is(err, journal.ErrBusy) {
@@ -80,7 +80,7 @@ func openLane(l *config.Lane, cli *client.Client, out io.Writer, verbose bool) (
 		j.Close()
 		return nil, nil, err
 	}
-	c := &Context{Lane: l, Journal: j, Status: NewStatus(out, verbose), Docker: cli, Provider: provider.NewWithClient(cli), Out: out}
+	c := &Session{Lane: l, Journal: j, Progress: NewProgress(out, verbose), Docker: cli, Provider: provider.NewWithClient(cli), Out: out}
 	return c, func() { release(); j.Close() }, nil
 }
 
