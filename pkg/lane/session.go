@@ -15,8 +15,9 @@ import (
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
 )
 
-// Session is what the steps of `up` share. Each step reads what earlier
-// steps left here and adds its own results.
+// Session is one command's hold on a lane (up, down or repair): its
+// config, its locked journal, the run's clients, and what up's steps found
+// or made, each step reading what earlier ones left here.
 type Session struct {
 	Lane     *config.Lane
 	Journal  *journal.Journal

@@ -40,7 +40,7 @@ func NetworkName(cluster string) string { return "k3d-" + cluster }
 // ImageVolumeName is the volume k3d shares between nodes for image imports.
 func ImageVolumeName(cluster string) string { return "k3d-" + cluster + "-images" }
 
-// ToolsName is k3d's helper container for a cluster.
+// toolsName is k3d's helper container for a cluster.
 func toolsName(cluster string) string { return "k3d-" + cluster + "-tools" }
 
 // RegistryName is the lane registry's container.

@@ -14,7 +14,7 @@ type Provider struct {
 	importCmd []string
 }
 
-// DefaultImportCmd imports a `docker save` stream into the node's
+// defaultImportCmd imports a `docker save` stream into the node's
 // containerd. k3s's ctr defaults to the k8s.io namespace kubelet uses.
 var defaultImportCmd = []string{"ctr", "images", "import", "--all-platforms", "-"}
 
