@@ -42,15 +42,14 @@ type NodeStatus struct {
 
 // PFStatus is one leased PF: where it is now, its VFs and its lease.
 type PFStatus struct {
-	Name       string            `json:"name"`
-	PCI        string            `json:"pci"`
-	Node       string            `json:"node,omitempty"`
-	NameInNode string            `json:"nameInNode,omitempty"`
-	State      string            `json:"state,omitempty"`
-	NumVFs     int               `json:"numVFs"`
-	VFDrivers  map[string]int    `json:"vfDrivers,omitempty"`
-	LeasedBy   string            `json:"leasedBy,omitempty"`
-	Extra      map[string]string `json:"extra,omitempty"`
+	Name       string         `json:"name"`
+	PCI        string         `json:"pci"`
+	Node       string         `json:"node,omitempty"`
+	NameInNode string         `json:"nameInNode,omitempty"`
+	State      string         `json:"state,omitempty"`
+	NumVFs     int            `json:"numVFs"`
+	VFDrivers  map[string]int `json:"vfDrivers,omitempty"`
+	LeasedBy   string         `json:"leasedBy,omitempty"`
 }
 
 // Describe gathers a lane's status from its journal, Docker, the node

@@ -46,9 +46,6 @@ func runSteps(ctx context.Context, c *Session, steps []Step, retain bool) ([]Ste
 			}
 			return timings, c.rollback(err, retain)
 		}
-		if c.AfterStep != nil {
-			c.AfterStep(s.Name)
-		}
 	}
 	return timings, nil
 }

@@ -29,8 +29,6 @@ type Session struct {
 	Out io.Writer
 	// KubevirtciDir, when set, receives kubevirtci's provider files.
 	KubevirtciDir string
-	// AfterStep runs after each successful step (crash tests stop here).
-	AfterStep func(step string)
 	// Retain keeps what a failed up made (--retain), down to what a failed
 	// k3d create leaves.
 	Retain bool

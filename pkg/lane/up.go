@@ -2,7 +2,6 @@ package lane
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -20,12 +19,10 @@ import (
 type UpOptions struct {
 	// Docker is the command run's Docker client (nil: Up makes its own).
 	Docker        *client.Client
-	Out, Err      io.Writer
+	Out           io.Writer
 	Verbose       bool
 	Retain        bool
 	KubevirtciDir string
-	// AfterStep is called after each step (tests stop the process there).
-	AfterStep func(step string)
 }
 
 // UpSteps is the ordered pipeline of `up`. Each step journals the host
@@ -79,9 +76,6 @@ func Up(ctx context.Context, l *config.Lane, opts UpOptions) ([]StepTiming, erro
 		return nil, err
 	}
 	c.SRIOV = &sriov.Session{Journal: j, Sysfs: sriov.Sysfs{Root: l.SysfsRoot}, Docker: cli, Log: func(m string) { progress.Infof("%s", m) }}
-	if c.AfterStep != nil {
-		c.AfterStep(steps[0].Name)
-	}
 	timings, err := runSteps(ctx, c, steps[1:], c.Retain)
 	return timings, err
 }
@@ -91,7 +85,7 @@ func Up(ctx context.Context, l *config.Lane, opts UpOptions) ([]StepTiming, erro
 func newUpSession(l *config.Lane, opts UpOptions, cli *client.Client, progress *Progress) *Session {
 	return &Session{
 		Lane: l, Progress: progress, Docker: cli, Provider: provider.NewWithClient(cli),
-		Out: opts.Out, KubevirtciDir: opts.KubevirtciDir, AfterStep: opts.AfterStep, Retain: opts.Retain,
+		Out: opts.Out, KubevirtciDir: opts.KubevirtciDir, Retain: opts.Retain,
 	}
 }
 
@@ -140,10 +134,4 @@ func stepPreflight(ctx context.Context, c *Session) error {
 		return &PreflightError{Failed: failed}
 	}
 	return nil
-}
-
-// IsPreflight reports whether err is a failed preflight.
-func IsPreflight(err error) bool {
-	var p *PreflightError
-	return errors.As(err, &p)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -113,30 +112,6 @@ func findByMAC(t *testing.T, nsPath, mac string) linkState {
 		}
 	}
 	return linkState{}
-}
-
-// inNetns runs f on a locked thread switched into the netns at path.
-func inNetns(t *testing.T, path string, f func()) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		runtime.LockOSThread()
-		// Never unlocked: the thread dies with the goroutine instead of
-		// going back to the pool in the wrong netns.
-		ns, err := netns.GetFromPath(path)
-		if err != nil {
-			t.Errorf("opening %s: %v", path, err)
-			return
-		}
-		defer ns.Close()
-		if err := netns.Set(ns); err != nil {
-			t.Errorf("entering %s: %v", path, err)
-			return
-		}
-		f()
-	}()
-	<-done
 }
 
 // moveLinkTo moves the link with mac from the current netns into the netns

@@ -239,7 +239,7 @@ func (d Restorer) returnLink(ctx context.Context, rec MoveRecord) (string, error
 	// A physical device whose netns died is handed back to init by the
 	// kernel's netns cleanup, which can lag: wait for it rather than mark it
 	// returned while it is still in transit. Veth stand-ins die with the netns.
-	deadline := time.Now().Add(d.returnWait())
+	deadline := time.Now().Add(DefaultReturnWait)
 	for l == nil {
 		if err := d.fetchFromInit(cur, oh, rec.MAC); err != nil {
 			return "", fmt.Errorf("returning %s: %w", rec.label(), err)

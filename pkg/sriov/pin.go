@@ -112,9 +112,6 @@ func pinnedID(path string) (NetnsID, error) {
 	return netnsID(h)
 }
 
-// PinnedNetns reports which netns is pinned at path, for status.
-func PinnedNetns(path string) (NetnsID, error) { return pinnedID(path) }
-
 // ContainerNetns identifies the netns of a running container now; it
 // returns ErrTargetGone when the container is not running.
 func ContainerNetns(ctx context.Context, c ContainerTarget) (NetnsID, error) {

@@ -2,7 +2,6 @@ package sriov
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/sriov-lane/sriov-lane/pkg/containerns"
 	"github.com/sriov-lane/sriov-lane/pkg/journal"
@@ -15,8 +14,6 @@ type Session struct {
 	Sysfs   Sysfs
 	// Docker resolves container targets; nil when none are used.
 	Docker containerns.Inspector
-	// Wait bounds each wait for a sysfs effect (DefaultWait when zero).
-	Wait time.Duration
 	// Log receives notes (reclaimed leases, renames); nil discards.
 	Log func(msg string)
 	// AfterRecord, when set, runs after each journal record this package
@@ -53,5 +50,5 @@ func (s *Session) done(e *journal.Entry) error {
 
 // Restorer returns what Undoers needs to reverse this session's journal.
 func (s *Session) Restorer() Restorer {
-	return Restorer{Sysfs: s.Sysfs, Docker: s.Docker, Wait: s.Wait}
+	return Restorer{Sysfs: s.Sysfs, Docker: s.Docker}
 }

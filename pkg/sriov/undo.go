@@ -21,13 +21,9 @@ import (
 type Restorer struct {
 	Sysfs  Sysfs
 	Docker containerns.Inspector
-	Wait   time.Duration
 	// Force returns PFs to the current netns even when it is not the one
 	// they were taken from.
 	Force bool
-	// ReturnWait bounds the wait for a physical PF whose node netns died to
-	// reappear in the init netns (DefaultReturnWait when zero).
-	ReturnWait time.Duration
 	// VFIODir holds the VFIO group devices (/dev/vfio); empty skips the
 	// check for processes holding a VF's group before it is unbound.
 	VFIODir string
@@ -112,13 +108,13 @@ func (d Restorer) undoNumVFs(ctx context.Context, rec NumVFsRecord) (string, err
 		if err := d.waitVFsFree(ctx, rec.PCI); err != nil {
 			return "", err
 		}
-		write := func() error { return setNumVFs(ctx, d.Sysfs, d.Wait, rec.PCI, 0) }
+		write := func() error { return setNumVFs(d.Sysfs, rec.PCI, 0) }
 		if err := d.boundedVFIOWrite(ctx, vfsOf(d.Sysfs, rec.PCI), write); err != nil {
 			return "", fmt.Errorf("removing VFs of %s: %w", rec.PCI, err)
 		}
 	}
 	if rec.Original != 0 {
-		if err := setNumVFs(ctx, d.Sysfs, d.Wait, rec.PCI, rec.Original); err != nil {
+		if err := setNumVFs(d.Sysfs, rec.PCI, rec.Original); err != nil {
 			return "", fmt.Errorf("restoring %d VFs on %s: %w", rec.Original, rec.PCI, err)
 		}
 		return "restored the " + strconv.Itoa(rec.Original) + " VFs the PF had before (freshly created)", nil
@@ -142,7 +138,7 @@ func (d Restorer) undoBind(ctx context.Context, rec BindRecord) (string, error) 
 				return "", err
 			}
 		}
-		err := d.boundedVFIOWrite(ctx, []string{rec.VF}, func() error { return unbind(ctx, d.Sysfs, d.Wait, rec.VF, cur) })
+		err := d.boundedVFIOWrite(ctx, []string{rec.VF}, func() error { return unbind(d.Sysfs, rec.VF, cur) })
 		if err != nil && !errors.Is(err, ErrGroupHeld) {
 			// An unbind left pending by an earlier, timed-out down may
 			// have completed meanwhile: then there is nothing to do.
@@ -232,10 +228,3 @@ func (d Restorer) waitVFsFree(ctx context.Context, pf string) error {
 // DefaultReturnWait is how long down waits for a physical PF to come back
 // from a dead netns before reporting it missing.
 const DefaultReturnWait = 60 * time.Second
-
-func (d Restorer) returnWait() time.Duration {
-	if d.ReturnWait > 0 {
-		return d.ReturnWait
-	}
-	return DefaultReturnWait
-}

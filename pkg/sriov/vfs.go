@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"time"
 
 	"github.com/sriov-lane/sriov-lane/pkg/config"
 )
@@ -119,10 +118,10 @@ func (s *Session) configureVFs(ctx context.Context, pf PF, opts VFOptions) ([]VF
 		return nil, err
 	}
 	// The kernel refuses to change a non-zero count to another non-zero one.
-	if err := s.setNumVFs(ctx, pf.PCI, 0); err != nil {
+	if err := setNumVFs(s.Sysfs, pf.PCI, 0); err != nil {
 		return nil, err
 	}
-	if err := s.setNumVFs(ctx, pf.PCI, opts.Count); err != nil {
+	if err := setNumVFs(s.Sysfs, pf.PCI, opts.Count); err != nil {
 		return nil, err
 	}
 	if err := s.done(e); err != nil {
@@ -154,11 +153,7 @@ func (s *Session) configureVFs(ctx context.Context, pf PF, opts VFOptions) ([]VF
 // before the write returns, or fails it: EBUSY for a nonzero count over
 // another, ERANGE above sriov_totalvfs, ENOENT without a PF driver.
 // Removing VFs blocks while one is held through VFIO (see Restorer.waitVFsFree).
-func (s *Session) setNumVFs(ctx context.Context, pci string, n int) error {
-	return setNumVFs(ctx, s.Sysfs, s.Wait, pci, n)
-}
-
-func setNumVFs(_ context.Context, sys Sysfs, _ time.Duration, pci string, n int) error {
+func setNumVFs(sys Sysfs, pci string, n int) error {
 	return WriteFile(sys.Attr(pci, "sriov_numvfs"), strconv.Itoa(n))
 }
 
@@ -172,7 +167,7 @@ func (s *Session) bindVFIO(ctx context.Context, pf, vf string) error {
 		return err
 	}
 	if cur != config.VFDriverVFIO {
-		if err := unbind(ctx, s.Sysfs, s.Wait, vf, cur); err != nil {
+		if err := unbind(s.Sysfs, vf, cur); err != nil {
 			return err
 		}
 		if err := WriteFile(s.Sysfs.Attr(vf, "driver_override"), config.VFDriverVFIO); err != nil {
@@ -216,7 +211,7 @@ func (s *Session) bindNetdevice(ctx context.Context, pf string, vf VF, target Ne
 	}
 	// The VF driver registers the netdev from deferred work (iavf's
 	// init task), after the probe returned: this wait is the kernel's.
-	err = waitFor(ctx, s.Wait, "netdev of VF "+vf.PCI, func() (bool, error) {
+	err = waitFor(ctx, "netdev of VF "+vf.PCI, func() (bool, error) {
 		macs, _ := netMACs(s.Sysfs, vf.PCI)
 		if len(macs) > 0 {
 			vf.MAC = macs[0]
@@ -235,7 +230,7 @@ func (s *Session) bindNetdevice(ctx context.Context, pf string, vf VF, target Ne
 // unbind detaches bdf from driver (if any); the device is free when the
 // write returns. Unbinding from vfio-pci blocks while the VF's group is
 // held open (see Restorer.waitVFIOFree).
-func unbind(_ context.Context, sys Sysfs, _ time.Duration, bdf, driver string) error {
+func unbind(sys Sysfs, bdf, driver string) error {
 	if driver == "" {
 		return nil
 	}
