@@ -46,7 +46,7 @@ func Repair(ctx context.Context, l *config.Lane, opts RepairOptions) (RepairRepo
 	}
 	defer closeLane()
 	j, cli, progress := c.Journal, c.Docker, c.Progress
-	c.SRIOV = &sriov.Session{Journal: j, Sysfs: sriov.Sysfs{Root: l.SysfsRoot}, Docker: cli, Log: func(m string) { progress.Infof("%s", m) }}
+	c.startSRIOV()
 
 	progress.Start("find what moved")
 	broken, want, err := brokenAgents(ctx, c)

@@ -56,6 +56,13 @@ func undoers(l *config.Lane, cli *client.Client, p *provider.Provider, force boo
 		Merge(provider.Undoers(p), laneUndoers())
 }
 
+// startSRIOV opens the lane's use of pkg/sriov: its changes go into the
+// session's journal, its notes to the progress printer.
+func (c *Session) startSRIOV() {
+	c.SRIOV = &sriov.Session{Journal: c.Journal, Sysfs: sriov.Sysfs{Root: c.Lane.SysfsRoot}, Docker: c.Docker,
+		Log: func(m string) { c.Progress.Infof("%s", m) }}
+}
+
 // finish removes the lane's journal and directory once nothing is pending.
 func (c *Session) finish() {
 	if err := c.Journal.Remove(); err == nil {

@@ -12,7 +12,6 @@ import (
 	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/journal"
 	"github.com/sriov-lane/sriov-lane/pkg/provider"
-	"github.com/sriov-lane/sriov-lane/pkg/sriov"
 )
 
 // UpOptions tune Up.
@@ -75,7 +74,7 @@ func Up(ctx context.Context, l *config.Lane, opts UpOptions) ([]StepTiming, erro
 		c.finish()
 		return nil, err
 	}
-	c.SRIOV = &sriov.Session{Journal: j, Sysfs: sriov.Sysfs{Root: l.SysfsRoot}, Docker: cli, Log: func(m string) { progress.Infof("%s", m) }}
+	c.startSRIOV()
 	timings, err := runSteps(ctx, c, steps[1:], c.Retain)
 	return timings, err
 }
