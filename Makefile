@@ -14,7 +14,7 @@ TEST_TIMEOUT ?= 25m
 TESTFLAGS ?=
 LANE_ARGS ?=
 
-.PHONY: all build lane test test-env unit vet fmt bench clean manifests
+.PHONY: all build lane test test-env unit vet fmt bench clean manifests demo demo-down
 
 all: build
 
@@ -24,6 +24,12 @@ build: ## bin/sriov-lane
 lane: build ## bring up a lane with defaults on this SR-IOV host (LANE_ARGS for flags)
 	bin/sriov-lane up $(LANE_ARGS)
 
+demo: test-env build ## a lane on the test rig (stand-in NICs and nodes), left up; make demo-down ends it
+	hack/demo.sh up
+
+demo-down: build ## tear down what make demo brought up
+	hack/demo.sh down
+
 test-env: ## install and start what the tests need; idempotent, seconds when present
 	hack/test-env.sh
 
@@ -32,7 +38,7 @@ test-env: ## install and start what the tests need; idempotent, seconds when pre
 # a failure instead of a skip, so nothing silently goes untested.
 # Stand-ins with their own Go module (kept out of the product's dependency
 # graph); vet and test them too.
-STANDIN_MODULES := test/standin/sriovdp test/standin/flannelcni
+STANDIN_MODULES := test/standin/sriovdp test/standin/flannelcni test/standin/sriovcni
 
 test: test-env vet
 	rc=0; SRIOV_LANE_TEST_STRICT=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) ./... || rc=1; \

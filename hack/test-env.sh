@@ -25,10 +25,18 @@ TOOLS_IMAGE="$(testutil_const StandinToolsImage)"
 REGISTRY_IMAGE="$(testutil_const StandinRegistryImage)"
 PAUSE_IMAGE="$(testutil_const StandinPauseImage)"
 SRIOVDP_IMAGE="$(testutil_const StandinDevicePluginImage)"
+SRIOV_CNI_IMAGE="$(testutil_const StandinSRIOVCNIImage)"
 # Images built from upstream modules carry the product's upstream names.
 FLANNEL_IMAGE="$(go_const "${ROOT}/pkg/cni/images.go" FlannelImage)"
 FLANNEL_CNI_IMAGE="$(testutil_const StandinFlannelCNIPluginImage)"
 MULTUS_IMAGE="$(go_const "${ROOT}/pkg/cni/images.go" MultusImage)"
+# pkg/cni/nri.go: const NRIImage = "REPO:" + NRIVersion.
+NRI_IMAGE="$(sed -n 's/^const NRIImage = "\([^"]*\)" + NRIVersion$/\1/p' "${ROOT}/pkg/cni/nri.go")$(sed -n 's/^const NRIVersion = "\([^"]*\)"$/\1/p' "${ROOT}/pkg/cni/nri.go")"
+BUSYBOX_IMAGE="$(testutil_const StandinBusyboxImage)"
+# The rig's registry, serving every component image under the repository
+# path of the upstream name the product deploys (testutil.RigImageMirror).
+RIG_REGISTRY=sriov-lane-rig-registry
+RIG_REGISTRY_PORT="${SRIOV_LANE_RIG_REGISTRY_PORT:-5055}"
 
 log() { printf 'test-env: %s\n' "$*"; }
 warn() { printf 'test-env: WARNING: %s\n' "$*" >&2; }
@@ -52,7 +60,7 @@ phase_end() {
 
 [[ $(id -u) -eq 0 ]] || die "must run as root (installs packages, configures dockerd)"
 [[ -f "${ROOT}/test/testutil/require.go" ]] || die "test/testutil/require.go missing: cannot learn image names"
-[[ -n "${K3S_IMAGE}" && -n "${TOOLS_IMAGE}" && -n "${REGISTRY_IMAGE}" && -n "${PAUSE_IMAGE}" && -n "${SRIOVDP_IMAGE}" ]] || die "could not read image names from test/testutil/require.go"
+[[ -n "${K3S_IMAGE}" && -n "${TOOLS_IMAGE}" && -n "${REGISTRY_IMAGE}" && -n "${PAUSE_IMAGE}" && -n "${SRIOVDP_IMAGE}" && -n "${SRIOV_CNI_IMAGE}" ]] || die "could not read image names from test/testutil/require.go"
 
 # Several engineers (and CI) may run this at once on one machine: serialise
 # so caches, daemon.json and image tags are written by one run at a time.
@@ -285,6 +293,15 @@ build_tools "${TOOLS_DIR}/multus" multus "CGO_ENABLED=0" \
 	${MULTUS_PKG}/cmd/passthru-cni=passthru
 MULTUS_BIN="${TOOLS_OUT}"
 
+# network-resources-injector v1.9.0 (hack/tools/nri): webhook and
+# installer as scripts/build.sh@v1.9.0 builds them (CGO_ENABLED=0,
+# -tags no_openssl, -ldflags "-s -w"), one invocation.
+phase nri
+NRI_PKG=github.com/k8snetworkplumbingwg/network-resources-injector
+build_tools "${TOOLS_DIR}/nri" nri "CGO_ENABLED=0" "-tags=no_openssl -ldflags='-s -w'" \
+	${NRI_PKG}/cmd/webhook ${NRI_PKG}/cmd/installer
+NRI_BIN="${TOOLS_OUT}"
+
 REGISTRY_DIR="${TOOLS_DIR}/registry"
 REGISTRY_BIN=""
 if [[ -f "${REGISTRY_DIR}/go.sum" ]]; then
@@ -455,13 +472,25 @@ SRIOVDP_BIN="${ROOT}/bin/standin/sriovdp"
 if cmp -s "${SRIOVDP_BIN}.tmp" "${SRIOVDP_BIN}"; then rm -f "${SRIOVDP_BIN}.tmp"; else mv -f "${SRIOVDP_BIN}.tmp" "${SRIOVDP_BIN}"; fi
 build_image "${SRIOVDP_IMAGE}" 'ENTRYPOINT ["/usr/bin/sriovdp"]' "" "${SRIOVDP_BIN}:/usr/bin/sriovdp"
 
+# The sriov-cni stand-in (its upstream module is refused), laid out as the
+# upstream image (k8snetworkplumbingwg/sriov-cni Dockerfile@v2.10.0): the
+# plugin at /usr/bin/sriov and /entrypoint.sh as the entrypoint, which the
+# product's DaemonSet runs without arguments to copy it into
+# /host/opt/cni/bin and sleep; busybox gives it sh, awk, cp and sleep.
+phase image-sriov-cni
+SRIOV_CNI_BIN="${ROOT}/bin/standin/sriov"
+(cd "${ROOT}/test/standin/sriovcni" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w" -o "${SRIOV_CNI_BIN}.tmp" .)
+if cmp -s "${SRIOV_CNI_BIN}.tmp" "${SRIOV_CNI_BIN}"; then rm -f "${SRIOV_CNI_BIN}.tmp"; else mv -f "${SRIOV_CNI_BIN}.tmp" "${SRIOV_CNI_BIN}"; fi
+build_image "${SRIOV_CNI_IMAGE}" 'ENTRYPOINT ["/entrypoint.sh"]' "" \
+	"${SRIOV_CNI_BIN}:/usr/bin/sriov" "${ROOT}/test/standin/sriovcni/entrypoint.sh:/entrypoint.sh"
+
 # Flannel from its module, under its upstream name: the layout of
 # images/Dockerfile@v0.28.9 (/opt/bin/flanneld, /opt/bin/install-conf,
 # iptables) on busybox instead of alpine (the product's init container
 # uses cp).
 phase image-flannel
 iptables_files /usr/sbin
-IMAGE_LINKS="${xt_links}" build_image "${FLANNEL_IMAGE}" 'ENTRYPOINT ["/opt/bin/flanneld"]' "" \
+IMAGE_LINKS="${xt_links} /var/run=/run" build_image "${FLANNEL_IMAGE}" 'ENTRYPOINT ["/opt/bin/flanneld"]' "" \
 	"${FLANNELD_BIN}:/opt/bin/flanneld" "${INSTALL_CONF_BIN}:/opt/bin/install-conf" "${xt_files[@]}"
 
 phase image-flannel-cni-plugin
@@ -477,12 +506,29 @@ for b in multus multus-daemon multus-shim install_multus thin_entrypoint kubecon
 	multus_files+=("${MULTUS_BIN}/${b}:/usr/src/multus-cni/bin/${b}")
 done
 multus_files+=("${MULTUS_BIN}/cert-approver:/cert-approver")
-build_image "${MULTUS_IMAGE}" 'ENTRYPOINT ["/usr/src/multus-cni/bin/multus-daemon"]' "" "${multus_files[@]}"
+# /var/run is a link to /run as in debian:stable-slim: the product mounts the
+# node's /var/run/netns at /run/netns, and the daemon opens the netns paths
+# containerd hands it (/var/run/netns/cni-...) through that link.
+IMAGE_LINKS="/var/run=/run" build_image "${MULTUS_IMAGE}" 'ENTRYPOINT ["/usr/src/multus-cni/bin/multus-daemon"]' "" "${multus_files[@]}"
+
+# network-resources-injector under its upstream name, laid out as
+# Dockerfile@v1.9.0: webhook and installer in /usr/bin, found through
+# PATH (the product's container runs `command: [webhook]`), USER 1001,
+# CMD ["webhook"]; busybox instead of alpine, with alpine's PATH.
+phase image-nri
+[[ "${NRI_IMAGE}" == */network-resources-injector:v* ]] || die "could not read NRIImage from pkg/cni/nri.go (got '${NRI_IMAGE}')"
+build_image "${NRI_IMAGE}" 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+USER 1001
+CMD ["webhook"]' "" "${NRI_BIN}/webhook:/usr/bin/webhook" "${NRI_BIN}/installer:/usr/bin/installer"
 
 phase image-tools
 build_image "${TOOLS_IMAGE}" 'ENTRYPOINT ["/bin/k3s"]
 CMD ["noop"]' "" "${STANDIN_BIN}:/bin/k3s"
 
+phase image-busybox
+build_image "${BUSYBOX_IMAGE}" 'CMD ["sh"]' ""
+
+[[ -n "${REGISTRY_BIN}" ]] || die "the registry did not build: rig lanes get their images from it"
 if [[ -n "${REGISTRY_BIN}" ]]; then
 	phase image-registry
 	regcfg="${CACHE_ROOT}/registry-config.yml"
@@ -503,6 +549,61 @@ YAML
 ENTRYPOINT ["/bin/registry"]
 CMD ["serve", "/etc/docker/registry/config.yml"]' "" "${REGISTRY_BIN}:/bin/registry" "${regcfg}:/etc/docker/registry/config.yml"
 fi
+
+# ---------------------------------------------------------------- rig registry
+# Rig lanes get their component images the way users' lanes can: through
+# imageRegistryMirror, from a registry that serves them under the
+# repository paths of their upstream names (k8snetworkplumbingwg/multus-cni,
+# flannel-io/flannel, library/busybox, ...). It runs on the host network, so
+# nodes on any Docker network reach it at the default bridge's gateway
+# address; its storage is cached, so warm pushes only compare digests.
+phase rig-registry
+rig_registry_up() {
+	local want have
+	want="$(docker image inspect -f '{{.Id}}' "${REGISTRY_IMAGE}")"
+	have="$(docker inspect -f '{{.State.Running}} {{.Image}}' "${RIG_REGISTRY}" 2>/dev/null || true)"
+	if [[ "${have}" != "true ${want}" ]]; then
+		docker rm -f "${RIG_REGISTRY}" >/dev/null 2>&1 || true
+		mkdir -p "${CACHE_ROOT}/rig-registry"
+		docker run -d --name "${RIG_REGISTRY}" --network host --restart unless-stopped \
+			-e "REGISTRY_HTTP_ADDR=0.0.0.0:${RIG_REGISTRY_PORT}" \
+			-v "${CACHE_ROOT}/rig-registry:/var/lib/registry" "${REGISTRY_IMAGE}" >/dev/null
+	fi
+	local i
+	for i in $(seq 1 100); do
+		"${BUSYBOX}" wget -q -O /dev/null "http://127.0.0.1:${RIG_REGISTRY_PORT}/v2/" 2>/dev/null && return 0
+		sleep 0.1
+	done
+	docker logs --tail 20 "${RIG_REGISTRY}" >&2 || true
+	die "rig registry ${RIG_REGISTRY} does not answer on 127.0.0.1:${RIG_REGISTRY_PORT}"
+}
+rig_registry_up
+# repo_path REF: the repository path a mirror serves REF under (the rule of
+# pkg/cni.MirrorImage: registry host dropped, Docker Hub's library/ explicit).
+repo_path() {
+	local ref="$1" first="${1%%/*}"
+	if [[ "${ref}" == */* && ( "${first}" == *.* || "${first}" == *:* || "${first}" == localhost ) ]]; then
+		ref="${ref#*/}"
+	fi
+	[[ "${ref%%:*}" == */* ]] || ref="library/${ref}"
+	printf '%s' "${ref}"
+}
+rig_push() { # LOCAL-IMAGE UPSTREAM-NAME
+	local dst="127.0.0.1:${RIG_REGISTRY_PORT}/$(repo_path "$2")"
+	docker tag "$1" "${dst}"
+	docker push -q "${dst}" >/dev/null || die "pushing $1 to the rig registry as ${dst}"
+	docker rmi "${dst}" >/dev/null
+}
+rig_push "${FLANNEL_IMAGE}" "${FLANNEL_IMAGE}"
+rig_push "${MULTUS_IMAGE}" "${MULTUS_IMAGE}"
+rig_push "${NRI_IMAGE}" "${NRI_IMAGE}"
+rig_push "${FLANNEL_CNI_IMAGE}" "$(go_const "${ROOT}/pkg/cni/images.go" FlannelCNIPluginImage)"
+rig_push "${SRIOVDP_IMAGE}" "$(go_const "${ROOT}/pkg/cni/images.go" DevicePluginImage)"
+rig_push "${BUSYBOX_IMAGE}" "$(go_const "${ROOT}/pkg/cni/smoke.go" SmokeImage)"
+rig_push "${SRIOV_CNI_IMAGE}" "$(go_const "${ROOT}/pkg/cni/images.go" SRIOVCNIImage)"
+gw="$(docker network inspect bridge -f '{{range .IPAM.Config}}{{if .Gateway}}{{.Gateway}} {{end}}{{end}}' | tr ' ' '\n' | grep -m1 '\.' || true)"
+[[ -n "${gw}" ]] || die "cannot find the IPv4 gateway of Docker's default bridge network"
+printf 'http://%s:%s\n' "${gw}" "${RIG_REGISTRY_PORT}" >"${ASSETS}/rig-image-mirror"
 
 # Images this script replaced while a container still used them are left
 # dangling; drop those no container uses any more (never forced).

@@ -20,8 +20,9 @@ func newStatusCmd(g *globals) *cobra.Command {
 		Short: "Show lanes, or one lane's health, nodes, PFs, VFs and allocatable",
 		Long: `status lists the lanes of this host, or shows one lane: its health, nodes, where each
 PF is, its VFs and their drivers, allocatable and lease owner. A lane whose PF is not
-in the agent up put it in (the agent restarted, stopped or was removed) is degraded:
-status says what to do and exits 1.`,
+in the agent up put it in (the agent restarted, stopped or was removed), or whose PF has
+other VFs than vfsPerPF or VFs on another driver than vfDriver, is degraded: status says
+what to do and exits 1.`,
 		Example: `  sriov-lane status                  # every lane of this host
   sriov-lane status --name sriov
   sriov-lane status --name sriov -o json`,

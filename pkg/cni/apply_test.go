@@ -15,8 +15,6 @@ import (
 	"github.com/sriov-lane/sriov-lane/pkg/config"
 )
 
-var nadGVR = schema.GroupVersionResource{Group: nadGroup, Version: "v1", Resource: nadPlural}
-
 // resourceVersions reads back every object and returns kind/ns/name -> rv.
 func resourceVersions(t *testing.T, cfg *rest.Config, objs []*unstructured.Unstructured) map[string]string {
 	t.Helper()

@@ -31,8 +31,13 @@ const (
 //	busybox:1.36                                         -> mirror.example:5000/library/busybox:1.36
 //
 // An empty mirror returns ref unchanged. A trailing "/" on mirror is ignored,
-// and mirror may carry a path prefix ("mirror.example:5000/proxy").
+// and mirror may carry a path prefix ("mirror.example:5000/proxy"). A scheme
+// ("http://" for a plain-HTTP mirror) is for the nodes' registries.yaml
+// only: image references carry none.
 func MirrorImage(mirror, ref string) string {
+	if _, after, ok := strings.Cut(mirror, "://"); ok {
+		mirror = after
+	}
 	mirror = strings.TrimRight(mirror, "/")
 	if mirror == "" || ref == "" {
 		return ref

@@ -16,6 +16,8 @@ func TestMirrorImage(t *testing.T) {
 		{m + "/", "ghcr.io/a/b@sha256:abc", "mirror.example:5000/a/b@sha256:abc"},
 		{"mirror.example:5000/proxy", "ghcr.io/a/b:1", "mirror.example:5000/proxy/a/b:1"},
 		{"", "ghcr.io/a/b:1", "ghcr.io/a/b:1"},
+		{"http://10.0.0.5:5000", "ghcr.io/a/b:1", "10.0.0.5:5000/a/b:1"},
+		{"https://mirror.example/", "quay.io/a/b:1", "mirror.example/a/b:1"},
 	}
 	for _, c := range cases {
 		if got := MirrorImage(c.mirror, c.in); got != c.want {

@@ -2,6 +2,7 @@ package cni
 
 import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // NAD API coordinates; Multus watches these objects.
@@ -9,6 +10,8 @@ const (
 	nadGroup  = "k8s.cni.cncf.io"
 	nadPlural = "network-attachment-definitions"
 )
+
+var nadGVR = schema.GroupVersionResource{Group: nadGroup, Version: "v1", Resource: nadPlural}
 
 // nadCRD defines NetworkAttachmentDefinition as Multus ships it
 // (k8snetworkplumbingwg/multus-cni deployments/multus-daemonset-thick.yml@v4.3.0,

@@ -21,6 +21,11 @@ const (
 	SmokePodName     = "sriov-lane-smoke"
 	// SmokeImage is pinned like every other image and goes through the mirror.
 	SmokeImage = "docker.io/library/busybox:1.37.0"
+	// SmokeContainer is the smoke pod's one container, where verify looks.
+	SmokeContainer = "smoke"
+	// SmokeSubnet is the smoke network's host-local range in netdevice
+	// mode; verify expects the VF interface's address in it.
+	SmokeSubnet = "10.56.217.0/24"
 	// resourceNameAnnotation tells Multus which device-plugin resource backs
 	// a NetworkAttachmentDefinition.
 	resourceNameAnnotation = "k8s.v1.cni.cncf.io/resourceName"
@@ -60,7 +65,7 @@ func smokeObjects(o Options) ([]runtime.Object, error) {
 	// A vfio-pci VF has no kernel netdev to address; in netdevice mode the
 	// VF interface gets an address so the pod can ping through it.
 	if o.VFDriver == config.VFDriverNetdevice {
-		conf.IPAM = map[string]any{"type": "host-local", "subnet": "10.56.217.0/24"}
+		conf.IPAM = map[string]any{"type": "host-local", "subnet": SmokeSubnet}
 	}
 	cfg, err := json.Marshal(conf)
 	if err != nil {
@@ -88,7 +93,7 @@ func smokeObjects(o Options) ([]runtime.Object, error) {
 			NodeSelector:                  map[string]string{o.NodeSelectorKey: o.NodeSelectorValue},
 			TerminationGracePeriodSeconds: ptr.To[int64](1),
 			Containers: []corev1.Container{{
-				Name:    "smoke",
+				Name:    SmokeContainer,
 				Image:   o.image(SmokeImage),
 				Command: []string{"sleep", "3600"},
 				Resources: corev1.ResourceRequirements{

@@ -19,7 +19,7 @@ func listWatch(list func(context.Context, metav1.ListOptions) (runtime.Object, e
 // watchUntil keeps an informer cache of lw's objects and re-evaluates check
 // on every change until it reports done, returns an error, or ctx ends.
 // Nothing polls: a wait that cannot succeed costs one idle watch.
-func watchUntil(ctx context.Context, lw *cache.ListWatch, objType runtime.Object, check func(objs []any) (bool, error)) error {
+func watchUntil(ctx context.Context, lw cache.ListerWatcher, objType runtime.Object, check func(objs []any) (bool, error)) error {
 	changed := make(chan struct{}, 1)
 	poke := func() {
 		select {

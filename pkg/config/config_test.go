@@ -83,20 +83,21 @@ func TestPrecedenceFlagEnvFileDefault(t *testing.T) {
 
 func TestValidationRejectsBadInput(t *testing.T) {
 	cases := map[string]string{
-		"name":           "name: Bad_Name\n",
-		"agents":         "agents: -1\n",
-		"pfsPerNode":     "pfsPerNode: -2\n",
-		"vfsPerPF":       "vfsPerPF: 1000\n",
-		"vfDriver":       "vfDriver: igb_uio\n",
-		"cni":            "cni: weave\n",
-		"apiPort":        "apiPort: 70000\n",
-		"registry":       "registry:\n  address: nowhere\n",
-		"nodeLabel":      "nodeLabel: novalue\n",
-		"volumes[0]":     "volumes: [\"relative:/x@agent:*\"]\n",
-		"waitTimeout":    "waitTimeout: -1s\n",
-		"resourcePrefix": "resourcePrefix: Not_A_Domain\n",
-		"sysfsRoot":      "sysfsRoot: sys\n",
-		"apiVersion":     "apiVersion: v2\n",
+		"name":                "name: Bad_Name\n",
+		"agents":              "agents: -1\n",
+		"pfsPerNode":          "pfsPerNode: -2\n",
+		"vfsPerPF":            "vfsPerPF: 1000\n",
+		"vfDriver":            "vfDriver: igb_uio\n",
+		"cni":                 "cni: weave\n",
+		"apiPort":             "apiPort: 70000\n",
+		"registry":            "registry:\n  address: nowhere\n",
+		"nodeLabel":           "nodeLabel: novalue\n",
+		"volumes[0]":          "volumes: [\"relative:/x@agent:*\"]\n",
+		"waitTimeout":         "waitTimeout: -1s\n",
+		"resourcePrefix":      "resourcePrefix: Not_A_Domain\n",
+		"sysfsRoot":           "sysfsRoot: sys\n",
+		"apiVersion":          "apiVersion: v2\n",
+		"imageRegistryMirror": "imageRegistryMirror: ftp://mirror:5000\n",
 	}
 	for field, body := range cases {
 		t.Run(field, func(t *testing.T) {
@@ -110,6 +111,23 @@ func TestValidationRejectsBadInput(t *testing.T) {
 				t.Fatalf("want invalid error naming %s, got %v", field, err)
 			}
 		})
+	}
+}
+
+func TestImageRegistryMirrorForms(t *testing.T) {
+	for m, ok := range map[string]bool{
+		"mirror.example:5000":        true,
+		"http://10.0.0.5:5000":       true,
+		"https://mirror.example/pro": true,
+		"[fd00::1]:5000":             true,
+		"ftp://mirror":               false,
+		"http://":                    false,
+		"mirror:99999":               false,
+		"Bad_Host":                   false,
+	} {
+		if err := checkMirror(m); (err == nil) != ok {
+			t.Errorf("checkMirror(%q) = %v, want ok=%t", m, err, ok)
+		}
 	}
 }
 

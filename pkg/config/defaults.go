@@ -81,9 +81,6 @@ func SetDefaults(l *Lane) {
 	}
 	// kubevirtci leaves IPFAMILY empty, i.e. kind's default, IPv4.
 	str(&l.IPFamily, IPFamilyIPv4)
-	if l.Wait.DaemonSets == nil {
-		l.Wait.DaemonSets = ptr(true)
-	}
 	if l.WaitTimeout.Duration == 0 {
 		l.WaitTimeout.Duration = DefaultWaitTimeout
 	}
@@ -98,9 +95,6 @@ func (l *Lane) RegistryEnabled() bool { return l.Registry.Enabled == nil || *l.R
 func (l *Lane) DatastoreOnTmpfs() bool {
 	return l.Server.DatastoreOnTmpfs == nil || *l.Server.DatastoreOnTmpfs
 }
-
-// WaitDaemonSets reports whether `up` waits for DaemonSet rollouts.
-func (l *Lane) WaitDaemonSets() bool { return l.Wait.DaemonSets == nil || *l.Wait.DaemonSets }
 
 // ClusterName is the k3d cluster's name; containers are k3d-<name>-agent-N.
 func (l *Lane) ClusterName() string { return l.Name }

@@ -89,7 +89,6 @@ type Lane struct {
 	Server              Server   `json:"server"`
 	// Kubeconfig is where the lane's kubeconfig is written (mode 0600).
 	Kubeconfig  string   `json:"kubeconfig,omitempty"`
-	Wait        Wait     `json:"wait"`
 	Calico      Calico   `json:"calico,omitempty"`
 	Hooks       Hooks    `json:"hooks,omitempty"`
 	WaitTimeout Duration `json:"waitTimeout"`
@@ -143,13 +142,6 @@ type Server struct {
 	// (/var/lib/rancher/k3s/server/db) on a tmpfs, as kind-sriov puts etcd
 	// in memory. Faster; the datastore does not survive the container.
 	DatastoreOnTmpfs *bool `json:"datastoreOnTmpfs"`
-}
-
-// Wait says what `up` waits for before it returns.
-type Wait struct {
-	// DaemonSets waits for every component DaemonSet to roll out. Clusters
-	// without a kubelet running pods (the test rig) turn it off.
-	DaemonSets *bool `json:"daemonSets"`
 }
 
 // Calico settings for cni: calico.

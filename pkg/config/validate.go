@@ -106,6 +106,11 @@ func Validate(l *Lane) error {
 			add(invalid("registry.address", "pick another port than apiPort", "port %d is also the API port", p))
 		}
 	}
+	if m := strings.TrimSpace(l.ImageRegistryMirror); m != "" {
+		if err := checkMirror(m); err != nil {
+			add(invalid("imageRegistryMirror", "[http://|https://]HOST[:PORT][/PATH], e.g. http://10.0.0.5:5000 (http:// for a plain-HTTP registry)", "%q: %v", m, err))
+		}
+	}
 	for _, f := range []struct{ name, val string }{{"sysfsRoot", l.SysfsRoot}, {"stateDir", l.StateDir}, {"vfioDir", l.VFIODir}} {
 		if !filepath.IsAbs(f.val) {
 			add(invalid(f.name, "an absolute path", "%q", f.val))
@@ -181,4 +186,33 @@ func ParseVolume(s string) (Volume, error) {
 		v.NodeFilters = append(v.NodeFilters, f)
 	}
 	return v, nil
+}
+
+// checkMirror accepts what both k3s's registries.yaml endpoint and an image
+// reference prefix can carry: an optional http/https scheme, a host with an
+// optional port, and an optional path (k3s-io/k3s
+// pkg/agent/containerd/config.go normalizeEndpointAddress, stored commit
+// 06ea261c: no scheme means https).
+func checkMirror(m string) error {
+	rest := m
+	if scheme, after, ok := strings.Cut(m, "://"); ok {
+		if scheme != "http" && scheme != "https" {
+			return fmt.Errorf("scheme %q: use http or https", scheme)
+		}
+		rest = after
+	}
+	host, _, _ := strings.Cut(rest, "/")
+	if host == "" {
+		return fmt.Errorf("no registry host")
+	}
+	if h, port, err := net.SplitHostPort(host); err == nil {
+		if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+			return fmt.Errorf("port %q", port)
+		}
+		host = h
+	}
+	if net.ParseIP(strings.Trim(host, "[]")) == nil && !dnsSubRE.MatchString(host) {
+		return fmt.Errorf("host %q is neither an IP address nor a DNS name", host)
+	}
+	return nil
 }

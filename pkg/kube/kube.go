@@ -1,6 +1,7 @@
 // Package kube connects to a lane's cluster: the Kubernetes clients one
 // command run makes, once, from the lane's kubeconfig, and hands to
-// everything that talks to the API server (apply, waits, status, export).
+// everything that talks to the API server (apply, waits, status, export,
+// verify, reset and the baseline up records for it).
 package kube
 
 import (
@@ -10,6 +11,7 @@ import (
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
@@ -21,15 +23,22 @@ type Clients struct {
 	Config  *rest.Config
 	Typed   kubernetes.Interface
 	Dynamic dynamic.Interface
+	// Metadata lists and deletes objects of any type by their metadata
+	// alone: names, UIDs, labels and finalizers, without the megabytes a
+	// full list of CRDs runs to (reset and its baseline).
+	Metadata metadata.Interface
+	// Discovery asks the API server, uncached, which types it serves now.
+	Discovery *discovery.DiscoveryClient
 	// Mapper maps kinds to resources through discovery, cached for the
 	// run; Reset it once new CRDs are established.
 	Mapper *restmapper.DeferredDiscoveryRESTMapper
 }
 
 // Client-side rate limit of the lane's clients. client-go's default (5
-// QPS, burst 10) would throttle a lane's batches of a few dozen requests,
-// ~200 ms per request beyond the tenth; the API server's own priority and
-// fairness still applies.
+// QPS, burst 10) would throttle a lane's batches of a few dozen requests
+// (a few hundred for reset's listing of every cluster-scoped type), ~200 ms
+// per request beyond the tenth; the API server's own priority and fairness
+// still applies.
 const (
 	qps   = 100
 	burst = 200
@@ -60,14 +69,20 @@ func ForConfig(cfg *rest.Config) (*Clients, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating dynamic Kubernetes client: %w", err)
 	}
+	md, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating metadata Kubernetes client: %w", err)
+	}
 	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("creating discovery client: %w", err)
 	}
 	return &Clients{
-		Config:  cfg,
-		Typed:   typed,
-		Dynamic: dyn,
-		Mapper:  restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc)),
+		Config:    cfg,
+		Typed:     typed,
+		Dynamic:   dyn,
+		Metadata:  md,
+		Discovery: disc,
+		Mapper:    restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc)),
 	}, nil
 }

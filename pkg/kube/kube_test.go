@@ -22,7 +22,7 @@ func TestForConfigLiftsTheRateLimit(t *testing.T) {
 	if cfg.QPS != 0 || cfg.Burst != 0 {
 		t.Errorf("ForConfig changed the caller's config: QPS %v, burst %d", cfg.QPS, cfg.Burst)
 	}
-	if c.Typed == nil || c.Dynamic == nil || c.Mapper == nil {
+	if c.Typed == nil || c.Dynamic == nil || c.Metadata == nil || c.Discovery == nil || c.Mapper == nil {
 		t.Errorf("%+v", c)
 	}
 }

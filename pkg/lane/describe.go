@@ -22,7 +22,7 @@ import (
 type LaneStatus struct {
 	Name string `json:"name"`
 	// Health is "healthy", or "degraded" when a PF is not where up put it
-	// (Problems say why and what to do).
+	// or its VFs are not as configured (Problems say why and what to do).
 	Health   string       `json:"health"`
 	Problems []string     `json:"problems,omitempty"`
 	Pending  int          `json:"pendingJournalEntries"`
@@ -104,6 +104,8 @@ func Describe(ctx context.Context, l *config.Lane, docker *client.Client) (*Lane
 		ps.VFDrivers = sys.VFDrivers(pl.PF.PCI)
 		if problem := locatePF(ctx, l, cli, nodes, pl, &ps); problem != "" {
 			st.Problems = append(st.Problems, problem)
+		} else if problem := vfProblem(l, sys, pl.PF.PCI); problem != "" {
+			st.Problems = append(st.Problems, fmt.Sprintf("%s in %s: %s: run 'sriov-lane repair --name %s'", pl.PF, pl.Node, problem, l.Name))
 		}
 		st.PFs = append(st.PFs, ps)
 	}
@@ -162,6 +164,36 @@ func connectKube(l *config.Lane) *kube.Clients {
 		return nil
 	}
 	return c
+}
+
+// vfProblem says how the VFs of the PF at pci differ from what up made
+// (vfsPerPF of them, each on vfio-pci, or in netdevice mode on a kernel
+// driver), or "" when they do not: a job may have removed or rebound them.
+func vfProblem(l *config.Lane, sys sriov.Sysfs, pci string) string {
+	n, err := sys.ReadInt(pci, "sriov_numvfs")
+	if err != nil {
+		return fmt.Sprintf("cannot read its sriov_numvfs: %v", err)
+	}
+	if n != l.VFsPerPF {
+		return fmt.Sprintf("%d VFs, want %d", n, l.VFsPerPF)
+	}
+	want := config.VFDriverVFIO
+	ok := func(d string) bool { return d == config.VFDriverVFIO }
+	if l.VFDriver == config.VFDriverNetdevice {
+		want = "a kernel driver"
+		ok = func(d string) bool { return d != config.VFDriverVFIO && d != "none" }
+	}
+	var wrong []string
+	for d, k := range sys.VFDrivers(pci) {
+		if !ok(d) {
+			wrong = append(wrong, fmt.Sprintf("%d on %s", k, d))
+		}
+	}
+	if len(wrong) == 0 {
+		return ""
+	}
+	sort.Strings(wrong)
+	return fmt.Sprintf("VFs %s, want all on %s", strings.Join(wrong, ", "), want)
 }
 
 func shortID(id string) string {

@@ -45,19 +45,37 @@ func Repair(ctx context.Context, l *config.Lane, opts RepairOptions) (RepairRepo
 		return rep, err
 	}
 	defer closeLane()
-	j, cli, progress := c.Journal, c.Docker, c.Progress
-	c.startSRIOV()
-
-	progress.Start("find what moved")
-	broken, want, err := brokenAgents(ctx, c)
-	progress.End(err)
+	repaired, want, err := repairAgents(ctx, c)
+	rep.Repaired = repaired
 	if err != nil {
 		return rep, err
 	}
-	if len(broken) == 0 {
-		progress.Infof("lane %s is healthy: nothing to repair", l.Name)
+	if len(repaired) == 0 {
+		c.Progress.Infof("lane %s is healthy: nothing to repair", l.Name)
 		return rep, nil
 	}
+	c.Progress.Start("wait for VFs")
+	err = waitAllocatable(ctx, l, want)
+	c.Progress.End(err)
+	return rep, err
+}
+
+// repairAgents checks that every PF is in the agent up put it in, with its
+// VFs as configured, and redoes up's share of each agent where not. It
+// returns the agents it repaired and what every agent must advertise; the
+// wait for that is the caller's (repair waits for the repaired agents
+// alone, reset as up does). c is an opened lane (openLane).
+func repairAgents(ctx context.Context, c *Session) ([]string, map[string]int64, error) {
+	l, j, cli, progress := c.Lane, c.Journal, c.Docker, c.Progress
+	c.startSRIOV()
+
+	progress.Start("check PFs and VFs")
+	broken, want, err := brokenAgents(ctx, c)
+	progress.End(err)
+	if err != nil || len(broken) == 0 {
+		return nil, want, err
+	}
+	var repaired []string
 	undo := undoers(l, cli, c.Provider, false)
 	for _, b := range broken {
 		pcis := map[string]bool{}
@@ -71,7 +89,7 @@ func Repair(ctx context.Context, l *config.Lane, opts RepairOptions) (RepairRepo
 		})
 		progress.End(err)
 		if err != nil {
-			return rep, fmt.Errorf("repairing lane %s: %w", l.Name, err)
+			return repaired, want, fmt.Errorf("repairing lane %s: %w", l.Name, err)
 		}
 		// Up's own steps, narrowed to this agent and its PFs.
 		c.Agents, c.Leased = []provider.Node{b.agent}, b.pfs
@@ -80,16 +98,12 @@ func Repair(ctx context.Context, l *config.Lane, opts RepairOptions) (RepairRepo
 			err := s.Run(ctx, c)
 			progress.End(err)
 			if err != nil {
-				return rep, fmt.Errorf("repairing lane %s: %s: %w", l.Name, s.Name, err)
+				return repaired, want, fmt.Errorf("repairing lane %s: %s: %w", l.Name, s.Name, err)
 			}
 		}
-		rep.Repaired = append(rep.Repaired, b.agent.Name)
+		repaired = append(repaired, b.agent.Name)
 	}
-
-	progress.Start("wait for VFs")
-	err = waitAllocatable(ctx, l, want)
-	progress.End(err)
-	return rep, err
+	return repaired, want, nil
 }
 
 type brokenAgent struct {
@@ -98,7 +112,8 @@ type brokenAgent struct {
 }
 
 // brokenAgents finds the agents whose PFs are not in their current netns,
-// and what every agent must advertise once repaired. An agent that is not
+// or whose VFs are not as configured, and what every agent must advertise
+// once repaired. An agent that is not
 // running, or gone, cannot be repaired: the error says what to do.
 func brokenAgents(ctx context.Context, c *Session) ([]brokenAgent, map[string]int64, error) {
 	l := c.Lane
@@ -122,6 +137,7 @@ func brokenAgents(ctx context.Context, c *Session) ([]brokenAgent, map[string]in
 		return nil, nil, fmt.Errorf("lane %s has no PFs in agents (up did not get that far): run 'sriov-lane down --name %s'", l.Name, l.Name)
 	}
 	var out []brokenAgent
+	sys := sriov.Sysfs{Root: l.SysfsRoot}
 	want := map[string]int64{}
 	for _, name := range order {
 		want[name] = int64(l.VFsPerPF * len(pfs[name]))
@@ -140,6 +156,13 @@ func brokenAgents(ctx context.Context, c *Session) ([]brokenAgent, map[string]in
 				return nil, nil, fmt.Errorf("agent %s is not running: start it (docker start %s), then run repair again", name, name)
 			}
 			if !w.InAgent {
+				out = append(out, brokenAgent{agent: a, pfs: pfs[name]})
+				break
+			}
+			// In place, but with VFs a job removed or rebound: the same redo
+			// of the agent's share puts them back as up made them.
+			if problem := vfProblem(l, sys, pf.PCI); problem != "" {
+				c.Progress.Detailf("%s in %s: %s", pf, name, problem)
 				out = append(out, brokenAgent{agent: a, pfs: pfs[name]})
 				break
 			}

@@ -15,7 +15,7 @@ import (
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
 )
 
-// Session is one command's hold on a lane (up, down or repair): its
+// Session is one command's hold on a lane (up, down, repair or reset): its
 // config, its locked journal, the run's clients, and what up's steps found
 // or made, each step reading what earlier ones left here.
 type Session struct {
@@ -39,7 +39,7 @@ type Session struct {
 	Pins       map[string]sriov.PinnedTarget // by agent name
 	Kubeconfig string
 	// Kube are the run's clients of the lane's cluster, made once its
-	// kubeconfig is written.
+	// kubeconfig is written (up) or from it (reset): connect.
 	Kube    *kube.Clients
 	objects []*unstructured.Unstructured
 }
@@ -71,8 +71,8 @@ func (c *Session) finish() {
 }
 
 // openLane locks an existing lane's journal and takes the command run's
-// Docker client (cli; nil: one of its own): what down and repair start
-// from. The returned func releases both.
+// Docker client (cli; nil: one of its own): what down, repair and reset
+// start from. The returned func releases both.
 func openLane(l *config.Lane, cli *client.Client, out io.Writer, verbose bool) (*Session, func(), error) {
 	j, err := journal.Open(l.Dir().Journal())
 	if err != nil {

@@ -98,6 +98,17 @@ func stepCreateCluster(ctx context.Context, c *Session) error {
 	}); err != nil {
 		return err
 	}
+	return c.connect()
+}
+
+// connect makes the run's clients of the lane's cluster from its
+// kubeconfig: up's steps once the cluster exists, and commands acting on a
+// running lane (reset).
+func (c *Session) connect() error {
+	if c.Kubeconfig == "" {
+		c.Kubeconfig = c.Lane.KubeconfigPath()
+	}
+	var err error
 	c.Kube, err = kube.Connect(c.Kubeconfig)
 	return err
 }
@@ -248,16 +259,9 @@ func stepWait(ctx context.Context, c *Session) error {
 	if err := cni.WaitNodesReady(ctx, c.Kube.Typed, names); err != nil {
 		return err
 	}
-	want := map[string]int64{}
-	for _, p := range c.placements() {
-		want[p.Node] += int64(p.VFs)
-	}
-	if err := cni.WaitAllocatable(ctx, c.Kube.Typed, want, c.Lane.Resource()); err != nil {
-		return err
-	}
-	if !c.Lane.WaitDaemonSets() {
-		return nil
-	}
+	// Rollouts first: a component pod that cannot start (image pull,
+	// crash) is named by the rollout wait, while allocatable would only
+	// time out. The device plugin's pods are what make allocatable appear.
 	if err := cni.WaitDaemonSets(ctx, c.Kube.Typed, c.objects); err != nil {
 		return err
 	}
@@ -266,7 +270,13 @@ func stepWait(ctx context.Context, c *Session) error {
 		return err
 	}
 	if c.Lane.CNI == config.CNICalico {
-		return cni.WaitCalico(ctx, c.Kube.Typed, c.Kube.Dynamic)
+		if err := cni.WaitCalico(ctx, c.Kube.Typed, c.Kube.Dynamic); err != nil {
+			return err
+		}
 	}
-	return nil
+	want := map[string]int64{}
+	for _, p := range c.placements() {
+		want[p.Node] += int64(p.VFs)
+	}
+	return cni.WaitAllocatable(ctx, c.Kube.Typed, want, c.Lane.Resource())
 }

@@ -39,6 +39,7 @@ func UpSteps() []Step {
 		{"wait for VFs", stepWait},
 		{"write outputs", stepOutputs},
 		{"post-up hooks", stepPostUpHooks},
+		{"record baseline", stepRecordBaseline},
 	}
 }
 

@@ -1,11 +1,11 @@
 // Package statedir is the layout of sriov-lane's state directory (the lane
 // setting stateDir, /var/lib/sriov-lane by default): where each lane keeps
-// its journal, saved config, kubeconfig, pinned network namespaces and
-// machine-ids, and where the lanes of one host keep what they share (PF
-// leases, the download cache, the host sysctls record). Every file and
-// directory of that layout is named here and nowhere else (what the leases
-// directory holds is pkg/sriov's business). Lanes an earlier sriov-lane made
-// live in this layout: it must not change.
+// its journal, saved config, kubeconfig, reset's baseline, pinned network
+// namespaces and machine-ids, and where the lanes of one host keep what
+// they share (PF leases, the download cache, the host sysctls record).
+// Every file and directory of that layout is named here and nowhere else
+// (what the leases directory holds is pkg/sriov's business). Lanes an
+// earlier sriov-lane made live in this layout: it must not change.
 package statedir
 
 import (
@@ -74,6 +74,10 @@ func (d LaneDir) Exists() bool {
 // SavedConfig is the resolved config up saved, so that commands acting on the
 // lane later see exactly what up made.
 func (d LaneDir) SavedConfig() string { return filepath.Join(string(d), "lane.yaml") }
+
+// Baseline is what the cluster held when up finished (every namespace and
+// cluster-scoped object), which reset returns the lane to.
+func (d LaneDir) Baseline() string { return filepath.Join(string(d), "baseline.json") }
 
 // Kubeconfig is where the lane's kubeconfig goes when none is asked for.
 func (d LaneDir) Kubeconfig() string { return filepath.Join(string(d), "kubeconfig") }

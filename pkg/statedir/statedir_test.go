@@ -21,6 +21,7 @@ func TestLayoutIsStable(t *testing.T) {
 		l.Journal():                       "/var/lib/sriov-lane/lanes/sriov/journal.jsonl",
 		l.SavedConfig():                   "/var/lib/sriov-lane/lanes/sriov/lane.yaml",
 		l.Kubeconfig():                    "/var/lib/sriov-lane/lanes/sriov/kubeconfig",
+		l.Baseline():                      "/var/lib/sriov-lane/lanes/sriov/baseline.json",
 		l.Pin("k3d-sriov-agent-0"):        "/var/lib/sriov-lane/lanes/sriov/netns/k3d-sriov-agent-0",
 		l.MachineID("k3d-sriov-server-0"): "/var/lib/sriov-lane/lanes/sriov/machine-id/k3d-sriov-server-0",
 		l.Kubectl():                       "/var/lib/sriov-lane/lanes/sriov/bin/kubectl",

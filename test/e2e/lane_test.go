@@ -27,6 +27,7 @@ func requireRig(t *testing.T) {
 	cli := testutil.RequireDocker(t)
 	testutil.RequireImage(t, cli, testutil.StandinK3sImage)
 	testutil.RequireImage(t, cli, testutil.StandinToolsImage)
+	testutil.RequireRigImageMirror(t)
 }
 
 func TestUpStatusDown(t *testing.T) {

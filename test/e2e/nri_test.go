@@ -11,27 +11,48 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 
 	"github.com/sriov-lane/sriov-lane/pkg/cni"
 	"github.com/sriov-lane/sriov-lane/test/rig"
 )
 
-// network-resources-injector on the rig, as far as its nodes can show it:
-// the stand-in k3s runs no pods, so the injector never starts (and
-// wait.daemonSets is off there). What is checked: up deploys the component
-// with a certificate it made, the webhook trusts exactly that CA, the key
-// is nowhere but the Secret, and pods are still admitted while the
-// injector is down (failurePolicy Ignore).
+const (
+	networksAnnotation     = "k8s.v1.cni.cncf.io/networks"
+	resourceNameAnnotation = "k8s.v1.cni.cncf.io/resourceName"
+)
+
+var nadGVR = schema.GroupVersionResource{Group: "k8s.cni.cncf.io", Version: "v1", Resource: "network-attachment-definitions"}
+
+// network-resources-injector on the rig, with real pods: up deploys the
+// component with a certificate it made, the webhook trusts exactly that
+// CA, the key is nowhere but the Secret, up returns with the injector's
+// Deployment Available, and a pod created then that names a
+// NetworkAttachmentDefinition backed by the lane's resource gets one of it
+// as request and limit from the webhook. With the injector scaled to
+// zero, pods are still admitted, unchanged (failurePolicy Ignore).
 func TestNetworkResourcesInjectorOnTheRig(t *testing.T) {
 	requireRig(t)
 	r := rig.NewForTest(t, 2, "rgn")
 	l := newLane(t, r, "e2e-n", 16465)
+	// up's own wait gives up, naming what it waited for, before run's five
+	// minutes kill it.
+	l.cfg.WaitTimeout.Duration = 4 * time.Minute
+	writeLane(t, l)
 	kc := filepath.Join(r.Dir, "kubeconfig-n")
 	res := run(t, []string{"SRIOV_LANE_NETWORK_RESOURCES_INJECTOR=true"}, "up", "--config", l.path, "--kubeconfig", kc)
 	if res.code != 0 {
@@ -42,17 +63,98 @@ func TestNetworkResourcesInjectorOnTheRig(t *testing.T) {
 		t.Fatal(err)
 	}
 	cs := kubernetes.NewForConfigOrDie(cfg)
-	ctx := context.Background()
+	ctx := t.Context()
 
+	// up returned: the Deployment is Available with every replica.
+	dep, err := cs.AppsV1().Deployments(cni.NRINamespace).Get(ctx, cni.NRIName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !deploymentAvailable(dep) || dep.Status.AvailableReplicas != ptr.Deref(dep.Spec.Replicas, 1) {
+		t.Errorf("up returned with the injector not Available: replicas %d, available %d, conditions %v",
+			ptr.Deref(dep.Spec.Replicas, 1), dep.Status.AvailableReplicas, dep.Status.Conditions)
+	}
+
+	checkInjectorCert(t, cs, res.output, l.cfg.StateDir)
+
+	// A pod that names a NetworkAttachmentDefinition of the lane's
+	// resource, asking for no resources, gets one from the injector.
+	ns := "nri-e2e"
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitDefaultServiceAccount(t, cs, ns)
+	resName := l.cfg.Resource()
+	nad := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "k8s.cni.cncf.io/v1",
+		"kind":       "NetworkAttachmentDefinition",
+		"metadata": map[string]any{
+			"name":        "nri-sriov",
+			"namespace":   ns,
+			"annotations": map[string]any{resourceNameAnnotation: resName},
+		},
+		"spec": map[string]any{"config": `{"cniVersion":"0.3.1","name":"nri-sriov","type":"sriov"}`},
+	}}
+	if _, err := dynamic.NewForConfigOrDie(cfg).Resource(nadGVR).Namespace(ns).Create(ctx, nad, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod, err := cs.CoreV1().Pods(ns).Create(ctx, networkPod(l, "nri-injected", "nri-sriov"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("pod refused: %v", err)
+	}
+	res0 := pod.Spec.Containers[0].Resources
+	one := resource.MustParse("1")
+	rn := corev1.ResourceName(resName)
+	if q, ok := res0.Requests[rn]; !ok || q.Cmp(one) != 0 {
+		t.Errorf("pod's container requests %v, want %s: 1 (injected)", res0.Requests, resName)
+	}
+	if q, ok := res0.Limits[rn]; !ok || q.Cmp(one) != 0 {
+		t.Errorf("pod's container limits %v, want %s: 1 (injected)", res0.Limits, resName)
+	}
+	if t.Failed() {
+		logInjector(t, cs)
+	}
+
+	// The injector down (scaled to zero, its pods gone): a pod naming the
+	// same network is still admitted, unchanged.
+	scale := &autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Name: cni.NRIName, Namespace: cni.NRINamespace}, Spec: autoscalingv1.ScaleSpec{Replicas: 0}}
+	if _, err := cs.AppsV1().Deployments(cni.NRINamespace).UpdateScale(ctx, cni.NRIName, scale, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := cs.CoreV1().Pods(cni.NRINamespace).List(ctx, metav1.ListOptions{LabelSelector: "app=" + cni.NRIName})
+		if err != nil {
+			return false, err
+		}
+		return len(pods.Items) == 0, nil
+	}); err != nil {
+		t.Fatalf("injector pods still there after scaling to 0: %v", err)
+	}
+	pod, err = cs.CoreV1().Pods(ns).Create(ctx, networkPod(l, "nri-down", "nri-sriov"), metav1.CreateOptions{})
+	if err != nil {
+		t.Errorf("pod refused while the injector is down: %v", err)
+	} else if r := pod.Spec.Containers[0].Resources; len(r.Requests) != 0 || len(r.Limits) != 0 {
+		t.Errorf("pod mutated while the injector is down: %v", r)
+	}
+
+	if res := l.down(t); res.code != 0 {
+		t.Fatal("down failed")
+	}
+	assertLaneGone(t, r, l, r.State.PFs)
+}
+
+// checkInjectorCert: the Secret holds a serving certificate for the
+// injector's Service and its key, the webhook's caBundle is the CA that
+// signed it, and the key is in no output of up and no file of the lane.
+func checkInjectorCert(t *testing.T, cs kubernetes.Interface, upOutput, stateDir string) {
+	t.Helper()
+	ctx := t.Context()
 	s, err := cs.CoreV1().Secrets(cni.NRINamespace).Get(ctx, cni.NRISecret, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	mwc, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, cni.NRIWebhookConfig, metav1.GetOptions{})
 	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cs.AppsV1().Deployments(cni.NRINamespace).Get(ctx, cni.NRIName, metav1.GetOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	caBundle := mwc.Webhooks[0].ClientConfig.CABundle
@@ -78,13 +180,12 @@ func TestNetworkResourcesInjectorOnTheRig(t *testing.T) {
 		t.Errorf("key does not match: %v", err)
 	}
 
-	// The key is in no output and no file the lane wrote.
 	key := strings.TrimSpace(string(s.Data[corev1.TLSPrivateKeyKey]))
 	keyLine := strings.Split(key, "\n")[1]
-	if strings.Contains(res.output, "PRIVATE KEY") || strings.Contains(res.output, keyLine) {
+	if strings.Contains(upOutput, "PRIVATE KEY") || strings.Contains(upOutput, keyLine) {
 		t.Error("up printed the webhook key")
 	}
-	_ = filepath.WalkDir(l.cfg.StateDir, func(p string, d fs.DirEntry, err error) error {
+	_ = filepath.WalkDir(stateDir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return nil
 		}
@@ -93,25 +194,62 @@ func TestNetworkResourcesInjectorOnTheRig(t *testing.T) {
 		}
 		return nil
 	})
+}
 
-	// Nothing runs the injector here: a pod outside kube-system is still
-	// admitted, unchanged.
-	// (The stand-in server runs no controller-manager to make the SA.)
-	if _, err := cs.CoreV1().ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
+func deploymentAvailable(d *appsv1.Deployment) bool {
+	for _, c := range d.Status.Conditions {
+		if c.Type == appsv1.DeploymentAvailable {
+			return c.Status == corev1.ConditionTrue
+		}
 	}
-	pod, err := cs.CoreV1().Pods("default").Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "nri-down", Annotations: map[string]string{"k8s.v1.cni.cncf.io/networks": "sriov-net"}},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
-	}, metav1.CreateOptions{})
+	return false
+}
+
+// waitDefaultServiceAccount waits for kube-controller-manager to give a new
+// namespace its default ServiceAccount, without which pods are refused.
+func waitDefaultServiceAccount(t *testing.T, cs kubernetes.Interface, ns string) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := cs.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return err == nil, err
+	})
 	if err != nil {
-		t.Errorf("pod refused while the injector is down: %v", err)
-	} else if len(pod.Spec.Containers[0].Resources.Requests) != 0 {
-		t.Errorf("pod mutated: %v", pod.Spec.Containers[0].Resources)
+		t.Fatalf("no default ServiceAccount in %s: %v", ns, err)
 	}
+}
 
-	if res := l.down(t); res.code != 0 {
-		t.Fatal("down failed")
+// networkPod names network in k8s.v1.cni.cncf.io/networks and asks for no
+// resources.
+func networkPod(l *lane, name, network string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{networksAnnotation: network}},
+		Spec: corev1.PodSpec{
+			TerminationGracePeriodSeconds: ptr.To[int64](0),
+			Containers: []corev1.Container{{
+				Name:    "c",
+				Image:   cni.MirrorImage(l.cfg.ImageRegistryMirror, cni.SmokeImage),
+				Command: []string{"sleep", "3600"},
+			}},
+		},
 	}
-	assertLaneGone(t, r, l, r.State.PFs)
+}
+
+// logInjector logs the injector pods' logs, to tell a webhook that was not
+// called from one that declined.
+func logInjector(t *testing.T, cs kubernetes.Interface) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	pods, err := cs.CoreV1().Pods(cni.NRINamespace).List(ctx, metav1.ListOptions{LabelSelector: "app=" + cni.NRIName})
+	if err != nil {
+		t.Logf("listing injector pods: %v", err)
+		return
+	}
+	for _, p := range pods.Items {
+		b, err := cs.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{TailLines: ptr.To[int64](40)}).DoRaw(ctx)
+		t.Logf("injector pod %s on %s (%s), log (err %v):\n%s", p.Name, p.Spec.NodeName, p.Status.Phase, err, b)
+	}
 }

@@ -41,7 +41,7 @@ func NewForTest(t testing.TB, n int, prefix string) *Rig {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s, err := Up(ctx, Options{Dir: dir, PFs: n, Prefix: prefix})
+	s, err := Up(ctx, Options{Dir: dir, PFs: n, Prefix: prefix, ImageMirror: testutil.RigImageMirror()})
 	if err != nil {
 		t.Fatalf("rig up: %v", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sriov-lane/sriov-lane/pkg/config"
+	"github.com/sriov-lane/sriov-lane/test/standin/rigsysfs"
 	"github.com/sriov-lane/sriov-lane/test/testutil"
 )
 
@@ -16,10 +17,13 @@ import (
 const maxAgents = 4
 
 const laneHeader = `# Lane config for the test rig in %s (written by lane-rig up).
-# wait.daemonSets is false: the stand-in k3s has no kubelet running pods,
-# so component DaemonSets never roll out; allocatable is still waited for.
 # The fake sysfs is mounted into every agent at the same path, so paths
-# recorded in it resolve the same inside and outside the nodes.
+# recorded in it resolve the same inside and outside the nodes, and again at
+# %s, where the stand-ins of the device plugin and
+# sriov-cni look for it (test/standin/rigsysfs; no product code knows it).
+# imageRegistryMirror is the rig's registry (make test-env), serving the
+# component images under their upstream names: built from upstream Go
+# modules where they are served, stand-ins from test/standin otherwise.
 `
 
 // laneConfig is the lane the rig's PFs are meant for.
@@ -44,10 +48,16 @@ func laneConfig(dir string, s *State) *config.Lane {
 		SysfsRoot:  s.SysfsRoot,
 		VFIODir:    s.VFIODir,
 		StateDir:   filepath.Join(dir, laneStateDir),
-		Volumes:    []string{s.SysfsRoot + ":" + s.SysfsRoot + "@agent:*"},
-		Registry:   config.Registry{Enabled: &f},
-		Wait:       config.Wait{DaemonSets: &f},
-		PFs:        config.PFSelect{Include: names},
+		// The second mount is for pods: the device plugin's has the node's
+		// /var/log, Multus's daemon the node's / (test/standin/rigsysfs).
+		Volumes: []string{
+			s.SysfsRoot + ":" + s.SysfsRoot + "@agent:*",
+			s.SysfsRoot + ":" + rigsysfs.NodePath + "@agent:*",
+		},
+		Registry: config.Registry{Enabled: &f},
+
+		ImageRegistryMirror: s.ImageMirror,
+		PFs:                 config.PFSelect{Include: names},
 	}
 }
 
@@ -66,7 +76,7 @@ func writeLaneConfig(dir string, s *State) error {
 	if b, err = yaml.Marshal(m); err != nil {
 		return fmt.Errorf("encoding rig lane config: %w", err)
 	}
-	out := append([]byte(fmt.Sprintf(laneHeader, dir)), b...)
+	out := append([]byte(fmt.Sprintf(laneHeader, dir, rigsysfs.NodePath)), b...)
 	if err := os.WriteFile(filepath.Join(dir, LaneFile), out, 0o644); err != nil {
 		return fmt.Errorf("writing rig lane config: %w", err)
 	}

@@ -41,6 +41,11 @@ type Options struct {
 	// in DIR/emulator.log) unless a live emulator is recorded already. It
 	// must write DIR/emulator.pid once running (`lane-rig emulate` does).
 	EmulatorCommand []string
+	// ImageMirror is the lane config's imageRegistryMirror: the registry
+	// that serves the component images under their upstream names (make
+	// test-env runs one and writes its address; testutil.RigImageMirror).
+	// Empty leaves nodes pulling from the internet.
+	ImageMirror string
 }
 
 func (o *Options) normalize() error {
@@ -90,6 +95,7 @@ func Up(ctx context.Context, opts Options) (*State, error) {
 			SysfsRoot:  filepath.Join(dir, sysDir),
 			VFIODir:    filepath.Join(dir, devDir, "vfio"),
 		}
+		s.ImageMirror = opts.ImageMirror
 		for i := 0; i < opts.PFs; i++ {
 			s.PFs = append(s.PFs, PFInfo{Name: opts.Prefix + strconv.Itoa(i), BDF: sysfs.PFBDF(i)})
 		}
@@ -119,6 +125,11 @@ func Up(ctx context.Context, opts Options) (*State, error) {
 		return nil, fmt.Errorf("creating lane state dir: %w", err)
 	}
 	if err := writeLaneConfig(dir, s); err != nil {
+		return nil, err
+	}
+	// The detached emulator reads the PFs' MACs from rig.json: they must be
+	// on disk before it starts (it maps netdevs to PCI functions by MAC).
+	if err := writeState(dir, s); err != nil {
 		return nil, err
 	}
 	if len(opts.EmulatorCommand) > 0 && !emulatorAlive(s.EmulatorPID) {

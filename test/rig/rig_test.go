@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/test/rig/nsutil"
 	"github.com/sriov-lane/sriov-lane/test/rig/sysfs"
+	"github.com/sriov-lane/sriov-lane/test/standin/rigsysfs"
 	"github.com/sriov-lane/sriov-lane/test/testutil"
 )
 
@@ -116,9 +118,13 @@ func TestUpDownIdempotent(t *testing.T) {
 		t.Fatalf("lane.yaml invalid: %v\n%s", err, b)
 	}
 	if lane.Name != "rig-"+prefix || lane.SysfsRoot != s2.SysfsRoot || lane.Agents != 3 || lane.PFsPerNode != 1 ||
-		lane.RegistryEnabled() || lane.WaitDaemonSets() || len(lane.PFs.Include) != 3 ||
+		lane.RegistryEnabled() || lane.ImageRegistryMirror != testutil.RigImageMirror() || len(lane.PFs.Include) != 3 ||
 		lane.K3sImage != testutil.StandinK3sImage || lane.ToolsImage != testutil.StandinToolsImage {
 		t.Errorf("lane.yaml does not describe the rig:\n%s", b)
+	}
+	// The stand-ins' mount of the fake sysfs (test/standin/rigsysfs).
+	if want := s2.SysfsRoot + ":" + rigsysfs.NodePath + "@agent:*"; !slices.Contains(lane.Volumes, want) {
+		t.Errorf("lane.yaml volumes %v lack %s", lane.Volumes, want)
 	}
 
 	// A PF moved into a node's netns is still removed by Down.

@@ -28,6 +28,8 @@ type State struct {
 	SysfsRoot  string   `json:"sysfsRoot"`
 	VFIODir    string   `json:"vfioDir"`
 	PFs        []PFInfo `json:"pfs"`
+	// ImageMirror goes into the rig's lane config (Options.ImageMirror).
+	ImageMirror string `json:"imageMirror,omitempty"`
 	// EmulatorPID is the detached `lane-rig emulate` process; 0 when the
 	// emulator runs inside a test process.
 	EmulatorPID int `json:"emulatorPid,omitempty"`

@@ -5,6 +5,8 @@ package testutil
 import (
 	"context"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,6 +26,10 @@ const (
 	// ghcr.io/k8snetworkplumbingwg/sriov-network-device-plugin:v3.11.0
 	// (test/standin/sriovdp).
 	StandinDevicePluginImage = "sriov-lane-standin/sriov-network-device-plugin:v3.11.0-standin"
+	// StandinSRIOVCNIImage stands in for
+	// ghcr.io/k8snetworkplumbingwg/sriov-cni:v2.10.0 (/usr/bin/sriov and
+	// the image's /entrypoint.sh, test/standin/sriovcni).
+	StandinSRIOVCNIImage = "sriov-lane-standin/sriov-cni:v2.10.0-standin"
 	// StandinFlannelCNIPluginImage stands in for
 	// ghcr.io/flannel-io/flannel-cni-plugin:v1.9.1-flannel3 (/flannel,
 	// test/standin/flannelcni).
@@ -34,6 +40,10 @@ const (
 	// MultusImage is built by `make test-env` from Multus's Go module under
 	// the upstream name the product deploys (pkg/cni.MultusImage).
 	MultusImage = "ghcr.io/k8snetworkplumbingwg/multus-cni:v4.3.0-thick"
+	// StandinBusyboxImage stands in for the smoke pod's
+	// docker.io/library/busybox:1.37.0 (pkg/cni.SmokeImage): Debian's
+	// busybox-static, which may be another busybox version.
+	StandinBusyboxImage = "sriov-lane-standin/busybox:1.37.0-standin"
 )
 
 // Strict reports whether a missing prerequisite must fail the test rather
@@ -103,4 +113,31 @@ func RequireEnvPath(t testing.TB, name, what string) string {
 		skipOrFail(t, "needs "+what+": "+name+"="+p+": "+err.Error())
 	}
 	return p
+}
+
+// RigImageMirrorFile, under $SRIOV_LANE_TEST_ASSETS, holds the address of
+// the registry `make test-env` runs for rig lanes (http://IP:PORT): it
+// serves every component image under its upstream repository path.
+const RigImageMirrorFile = "rig-image-mirror"
+
+// RigImageMirror is that address, or "" without make test-env's assets (a
+// lane brought up then waits for images it cannot pull, and says so).
+func RigImageMirror() string {
+	b, err := os.ReadFile(filepath.Join(os.Getenv("SRIOV_LANE_TEST_ASSETS"), RigImageMirrorFile))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// RequireRigImageMirror skips (or fails in strict mode) unless make
+// test-env's rig registry is known: a rig lane without it waits minutes for
+// images its nodes cannot pull.
+func RequireRigImageMirror(t testing.TB) string {
+	t.Helper()
+	m := RigImageMirror()
+	if m == "" {
+		skipOrFail(t, "needs the rig's image registry (make test-env writes $SRIOV_LANE_TEST_ASSETS/"+RigImageMirrorFile+"; `make test` sets SRIOV_LANE_TEST_ASSETS)")
+	}
+	return m
 }

@@ -18,8 +18,12 @@ import (
 	"github.com/k3d-io/k3d/v5/pkg/runtimes"
 	k3d "github.com/k3d-io/k3d/v5/pkg/types"
 	"github.com/vishvananda/netlink"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sriov-lane/sriov-lane/pkg/config"
+	"github.com/sriov-lane/sriov-lane/pkg/kube"
 	"github.com/sriov-lane/sriov-lane/pkg/lane"
 	"github.com/sriov-lane/sriov-lane/pkg/provider"
 )
@@ -31,7 +35,10 @@ type sample struct {
 	// upOnDisk is up of the same lane with server.datastoreOnTmpfs false
 	// (up above has it true), for issue 12's tmpfs figure.
 	upOnDisk time.Duration
-	steps    []lane.StepTiming
+	// reset is reset of the lane after a job's namespace, ConfigMap and
+	// ClusterRole (issue 12: under 10% of up).
+	reset time.Duration
+	steps []lane.StepTiming
 	// pfBack is the slowest PF's return in this down.
 	pfBack time.Duration
 	pfs    int
@@ -75,9 +82,9 @@ func (b *bench) measure(ctx context.Context) (results, error) {
 			return res, fmt.Errorf("iteration %d, lane with the datastore on disk: %w", i+1, err)
 		}
 		s.upOnDisk = disk.up
-		fmt.Fprintf(os.Stderr, "  #%d ClusterRun %s, up %s (create %s, wait %s, overhead %s), down %s, PF back %s, up with datastore on disk %s\n",
+		fmt.Fprintf(os.Stderr, "  #%d ClusterRun %s, up %s (create %s, wait %s, overhead %s), reset %s, down %s, PF back %s, up with datastore on disk %s\n",
 			i+1, sec(s.clusterRun), sec(s.up), sec(s.step(stepCreate)), sec(s.step(stepWait)), sec(s.overhead()),
-			sec(s.down), msec(s.pfBack), sec(s.upOnDisk))
+			sec(s.reset), sec(s.down), msec(s.pfBack), sec(s.upOnDisk))
 		res.samples = append(res.samples, s)
 	}
 	return res, nil
@@ -142,15 +149,17 @@ func writeMachineIDs(l *config.Lane) error {
 	return nil
 }
 
-// laneOnce runs up and down in-process (what the CLI's commands call) and
-// checks that every PF is back on the host under its name.
+// laneOnce runs up, a job's worth of objects and reset, and down,
+// in-process (what the CLI's commands call), and checks that every PF is
+// back on the host under its name.
 func (b *bench) laneOnce(ctx context.Context, s *sample) error {
-	return b.laneOnceWith(ctx, b.lane, s)
+	return b.laneOnceWith(ctx, b.lane, s, b.resetOnce)
 }
 
-// laneOnceWith is laneOnce for lane l (the bench's lane or a variant of it
-// under the same name, rig and port).
-func (b *bench) laneOnceWith(ctx context.Context, l *config.Lane, s *sample) error {
+// laneOnceWith is up and down of lane l (the bench's lane or a variant of
+// it under the same name, rig and port), with between, when set, run on
+// the lane while it is up.
+func (b *bench) laneOnceWith(ctx context.Context, l *config.Lane, s *sample, between ...func(context.Context, *config.Lane, *sample, io.Writer) error) error {
 	var out bytes.Buffer
 	w := io.Writer(&out)
 	if b.o.verbose {
@@ -168,6 +177,16 @@ func (b *bench) laneOnceWith(ctx context.Context, l *config.Lane, s *sample) err
 	for _, name := range []string{stepCreate, stepWait} {
 		if s.step(name) == 0 {
 			return fmt.Errorf("up reported no step %q (steps %v): update the bench", name, steps)
+		}
+	}
+	for _, f := range between {
+		out.Reset()
+		if err := f(ctx, l, s, w); err != nil {
+			// Down still runs: the PFs must come back.
+			if _, derr := lane.Down(context.WithoutCancel(ctx), l, lane.DownOptions{Out: w, Verbose: true}); derr != nil {
+				return errors.Join(err, fmt.Errorf("down: %w", derr))
+			}
+			return fmt.Errorf("%w\n%s", err, indent(out.String()))
 		}
 	}
 	out.Reset()
@@ -194,6 +213,35 @@ func (b *bench) laneOnceWith(ctx context.Context, l *config.Lane, s *sample) err
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// resetOnce does what a CI job does to the lane (a namespace with a
+// ConfigMap, a ClusterRole), then times reset, which must take them away.
+func (b *bench) resetOnce(ctx context.Context, l *config.Lane, s *sample, w io.Writer) error {
+	kc, err := kube.Connect(l.KubeconfigPath())
+	if err != nil {
+		return err
+	}
+	cs := kc.Typed
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "bench-job"}}, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("making a job's namespace: %w", err)
+	}
+	if _, err := cs.CoreV1().ConfigMaps("bench-job").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "data"}}, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("making a job's ConfigMap: %w", err)
+	}
+	if _, err := cs.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "bench-job"}}, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("making a job's ClusterRole: %w", err)
+	}
+	start := time.Now()
+	rep, err := lane.Reset(ctx, l, lane.ResetOptions{Out: w, Verbose: true})
+	s.reset = time.Since(start)
+	if err != nil {
+		return fmt.Errorf("reset: %w", err)
+	}
+	if len(rep.Namespaces) != 1 || len(rep.Objects) != 1 {
+		return fmt.Errorf("reset deleted namespaces %v and objects %v, want the job's one of each", rep.Namespaces, rep.Objects)
+	}
+	return nil
 }
 
 func logOut(verbose bool) io.Writer {

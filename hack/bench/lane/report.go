@@ -15,6 +15,8 @@ const (
 	targetOverhead = 1500 * time.Millisecond
 	targetDown     = 2 * time.Second
 	targetPFBack   = 100 * time.Millisecond
+	// Issue 12: reset under this fraction of up.
+	targetResetOfUp = 0.10
 )
 
 func (r results) median(f func(sample) time.Duration) time.Duration {
@@ -68,6 +70,7 @@ func (r results) print(w io.Writer, desc string) (missed bool) {
 		row("  preflight, journal, setup", rest, sec)
 	}
 	row("sriov-lane up, datastore on disk", func(s sample) time.Duration { return s.upOnDisk }, sec)
+	row("sriov-lane reset, after a job's namespace and ClusterRole", func(s sample) time.Duration { return s.reset }, sec)
 	row("sriov-lane down", func(s sample) time.Duration { return s.down }, sec)
 	row("PF back (slowest PF)", func(s sample) time.Duration { return s.pfBack }, msec)
 	row("lane overhead: up - (create + wait)", sample.overhead, sec)
@@ -87,6 +90,14 @@ func (r results) print(w io.Writer, desc string) (missed bool) {
 			v, missed = "MISS", true
 		}
 		fmt.Fprintf(w, "%s  %s: median %s, target < %s\n", v, what, unit(got), unit(target))
+	}
+	if reset := r.median(func(s sample) time.Duration { return s.reset }); up > 0 {
+		ratio := float64(reset) / float64(up)
+		v := "PASS"
+		if ratio >= targetResetOfUp {
+			v, missed = "MISS", true
+		}
+		fmt.Fprintf(w, "%s  reset / up: median %s / %s = %.1f%%, target < %.0f%%\n", v, sec(reset), sec(up), 100*ratio, 100*targetResetOfUp)
 	}
 	verdict("lane overhead beyond ClusterRun + wait", r.median(sample.overhead), targetOverhead, sec)
 	verdict("down", r.median(func(s sample) time.Duration { return s.down }), targetDown, sec)

@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/sriov-lane/sriov-lane/test/rig/sysfs"
+	"github.com/sriov-lane/sriov-lane/test/standin/rigsysfs"
 	"github.com/sriov-lane/sriov-lane/test/testutil"
 )
 
@@ -72,7 +73,7 @@ func TestK3dCreatesStandinClusterAndDeletesIt(t *testing.T) {
 		ExposeAPI:  v1alpha5.SimpleExposureOpts{Host: "127.0.0.1", HostIP: "127.0.0.1", HostPort: strconv.Itoa(port)},
 		Image:      testutil.StandinK3sImage,
 		Volumes: []v1alpha5.VolumeWithNodeFilters{
-			{Volume: sysRoot + ":" + agentSysfs, NodeFilters: []string{"agent:*"}},
+			{Volume: sysRoot + ":" + rigsysfs.NodePath, NodeFilters: []string{"agent:*"}},
 		},
 		Options: v1alpha5.SimpleConfigOptions{
 			K3dOptions: v1alpha5.SimpleConfigOptionsK3d{Wait: true, Timeout: 2 * time.Minute, DisableLoadbalancer: true},
@@ -213,14 +214,12 @@ func TestK3dCreatesStandinClusterAndDeletesIt(t *testing.T) {
 	}
 }
 
-// agentSysfs is where the agents see the fake sysfs; the device plugin
-// stand-in pod mounts it from there.
-const agentSysfs = "/var/lib/sriov-lane-test/sys"
-
 // checkSRIOVResources gives agent-0 a fake PF whose MAC is its own eth0's,
 // creates VFs, runs the device plugin stand-in on agent-0 and expects
 // kubelet to advertise the VFs (capacity and allocatable from its device
-// manager) on agent-0 only; then removes the VFs and expects 0.
+// manager) on agent-0 only. The agents see the fake sysfs where the rig's
+// lane config mounts it (test/standin/rigsysfs), and the plugin finds it
+// there through its pod's /var/log, as in the product's DaemonSet.
 func checkSRIOVResources(ctx context.Context, t *testing.T, docker *dockerclient.Client, rt runtimes.Runtime, kc kubernetes.Interface, cluster *k3d.Cluster, name, sysRoot string) {
 	agent0, agent1 := "k3d-"+name+"-agent-0", "k3d-"+name+"-agent-1"
 	info, err := docker.ContainerInspect(ctx, agent0)
@@ -275,16 +274,15 @@ func checkSRIOVResources(ctx context.Context, t *testing.T, docker *dockerclient
 	} else if q, ok := n.Status.Allocatable[corev1.ResourceName(resName)]; ok {
 		t.Errorf("%s advertises %s=%s although no device plugin runs there", agent1, resName, q.String())
 	}
-
-	// kubelet keeps a resource whose plugin lists no device, at 0.
-	setVFs(0)
-	waitResource(ctx, t, kc, agent0, resName, 0)
+	// Like upstream's (resources/pool_stub.go Probe@v3.11.0), the plugin's
+	// devices are fixed when it starts: removing VFs now would change
+	// nothing it advertises.
 }
 
 // devicePluginPod runs the device plugin stand-in on node the way the
 // product's DaemonSet runs the real one (pkg/cni/sriov.go: privileged, host
-// network, kubelet's device plugin dir, the config at /etc/pcidp, the device
-// info dir), plus the rig's fake sysfs, which the real one would read at /sys.
+// network, its args, kubelet's device plugin and plugin registry dirs,
+// /var/log, the config at /etc/pcidp, the device info dir); nothing else.
 func devicePluginPod(node string) *corev1.Pod {
 	hp := func(name, path string) corev1.Volume {
 		t := corev1.HostPathDirectoryOrCreate
@@ -300,19 +298,21 @@ func devicePluginPod(node string) *corev1.Pod {
 				Name:            "kube-sriovdp",
 				Image:           testutil.StandinDevicePluginImage,
 				ImagePullPolicy: corev1.PullNever,
-				Args:            []string{"--log-dir=sriovdp", "--log-level=10", "--resource-prefix=kubevirt.io", "--config-file=/etc/pcidp/config.json", "--sysfs-root=/fake-sys"},
+				Args:            []string{"--log-dir=sriovdp", "--log-level=10", "--resource-prefix=kubevirt.io", "--config-file=/etc/pcidp/config.json"},
 				SecurityContext: &corev1.SecurityContext{Privileged: &privileged},
 				VolumeMounts: []corev1.VolumeMount{
 					{Name: "devicesock", MountPath: "/var/lib/kubelet/device-plugins"},
+					{Name: "plugins-registry", MountPath: "/var/lib/kubelet/plugins_registry"},
+					{Name: "log", MountPath: "/var/log"},
 					{Name: "config", MountPath: "/etc/pcidp", ReadOnly: true},
 					{Name: "device-info", MountPath: "/var/run/k8s.cni.cncf.io/devinfo/dp"},
-					{Name: "fake-sys", MountPath: "/fake-sys", ReadOnly: true},
 				},
 			}},
 			Volumes: []corev1.Volume{
 				hp("devicesock", "/var/lib/kubelet/device-plugins"),
+				hp("plugins-registry", "/var/lib/kubelet/plugins_registry"),
+				hp("log", "/var/log"),
 				hp("device-info", "/var/run/k8s.cni.cncf.io/devinfo/dp"),
-				hp("fake-sys", agentSysfs),
 				{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 					LocalObjectReference: corev1.LocalObjectReference{Name: "sriovdp-config"}}}},
 			},

@@ -65,7 +65,11 @@ func startNode(ctx context.Context, o nodeOptions) ([]*proc, error) {
 		}
 	}
 	pause := firstNonEmpty(o.flags.pauseImage, defaultPauseImage)
-	if err := writeFile(containerdConfig, containerdConfigTOML(pause), 0o600); err != nil {
+	mirrored, err := writeRegistryHosts()
+	if err != nil {
+		return nil, fmt.Errorf("registry mirrors: %w", err)
+	}
+	if err := writeFile(containerdConfig, containerdConfigTOML(pause, mirrored), 0o600); err != nil {
 		return nil, fmt.Errorf("writing containerd config: %w", err)
 	}
 	ctrd, err := startProc("containerd", containerdLog, binPath("containerd"), "--config", containerdConfig, "--log-level", "info")
@@ -130,8 +134,15 @@ func binPath(name string) string { return filepath.Join(assetsDir(), name) }
 // restrict_oom_score_adj is on when this process lacks CAP_SYS_RESOURCE
 // (k3s turns it on for rootless, where the same capability is missing):
 // without it every pod sandbox fails to set its -998 oom_score_adj.
-func containerdConfigTOML(pauseImage string) []byte {
+//
+// With registries.yaml present, config_path points CRI's image service at
+// the hosts files k3s renders from it (registries.go).
+func containerdConfigTOML(pauseImage string, mirrored bool) []byte {
 	restrict := !hasCapSysResource()
+	registry := ""
+	if mirrored {
+		registry = fmt.Sprintf("  [plugins.'io.containerd.cri.v1.images'.registry]\n    config_path = %q\n", registryDir)
+	}
 	return []byte(fmt.Sprintf(`# Written by the sriov-lane stand-in k3s; regenerated at every start.
 version = 4
 root = %q
@@ -147,7 +158,7 @@ state = %q
   snapshotter = 'overlayfs'
   [plugins.'io.containerd.cri.v1.images'.pinned_images]
     sandbox = %q
-
+%s
 [plugins.'io.containerd.cri.v1.runtime']
   enable_selinux = false
   restrict_oom_score_adj = %t
@@ -165,7 +176,7 @@ state = %q
 [plugins.'io.containerd.grpc.v1.cri']
   stream_server_address = '127.0.0.1'
   stream_server_port = '10010'
-`, containerdRoot, containerdState, containerdSocket, containerdSocket+".ttrpc", pauseImage, restrict, cniBinDir, cniConfDir, binPath("runc")))
+`, containerdRoot, containerdState, containerdSocket, containerdSocket+".ttrpc", pauseImage, registry, restrict, cniBinDir, cniConfDir, binPath("runc")))
 }
 
 func hasCapSysResource() bool {

@@ -44,7 +44,7 @@ func absDir(dir string) (string, error) {
 }
 
 func newUp() *cobra.Command {
-	var dir, prefix string
+	var dir, prefix, mirror string
 	var pfs int
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -61,6 +61,7 @@ func newUp() *cobra.Command {
 			s, err := rig.Up(cmd.Context(), rig.Options{
 				Dir: d, PFs: pfs, Prefix: prefix,
 				EmulatorCommand: []string{self, "emulate", "--dir", d},
+				ImageMirror:     mirror,
 			})
 			if err != nil {
 				return err
@@ -76,6 +77,7 @@ func newUp() *cobra.Command {
 	cmd.Flags().StringVar(&dir, "dir", "", "directory for the rig's files (sys/, dev/vfio, rig.json, lane.yaml)")
 	cmd.Flags().IntVar(&pfs, "pfs", 2, "number of stand-in PFs")
 	cmd.Flags().StringVar(&prefix, "prefix", rig.DefaultPrefix, "name prefix of the PF links")
+	cmd.Flags().StringVar(&mirror, "image-mirror", "", "imageRegistryMirror for the rig's lane config (make test-env serves the component images at the address in $SRIOV_LANE_TEST_ASSETS/rig-image-mirror)")
 	return cmd
 }
 

@@ -1,0 +1,171 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+
+	"github.com/sriov-lane/sriov-lane/pkg/cni"
+	"github.com/sriov-lane/sriov-lane/pkg/config"
+	"github.com/sriov-lane/sriov-lane/test/rig"
+)
+
+// Pods really run on the rig (issue #10 item 5): every component pod is
+// Running and Ready when up returns, pods off the host network get
+// addresses from the cluster CIDR and reach each other across agents
+// through Flannel's VXLAN, and `verify` gets a VF into a pod in both VF
+// driver modes.
+func TestPodsOnTheRig(t *testing.T) {
+	requireRig(t)
+	r := rig.NewForTest(t, 2, "rgp")
+	l := newLane(t, r, "e2e-p", 16468)
+	kc := l.cfg.KubeconfigPath()
+
+	l.up(t)
+	cs := kubernetes.NewForConfigOrDie(restConfig(t, kc))
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+
+	assertComponentPodsReady(t, ctx, cs)
+	assertPodToPodAcrossAgents(t, ctx, cs, l.cfg)
+
+	if res := run(t, nil, "verify", "--config", l.path); res.code != 0 {
+		t.Fatalf("verify in vfio-pci mode: exit %d", res.code)
+	}
+
+	// The same PFs again with kernel VF netdevs: sriov-cni (the stand-in)
+	// moves the VF's netdev into the smoke pod.
+	if res := l.down(t); res.code != 0 {
+		t.Fatal("down failed")
+	}
+	l.cfg.VFDriver = config.VFDriverNetdevice
+	writeLane(t, l)
+	l.up(t)
+	if res := run(t, nil, "verify", "--config", l.path); res.code != 0 {
+		t.Fatalf("verify in netdevice mode: exit %d", res.code)
+	}
+}
+
+func restConfig(t *testing.T, kubeconfig string) *rest.Config {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// assertComponentPodsReady: when up has returned, every pod of the lane's
+// components is Running with every container Ready, on every node it
+// belongs to.
+func assertComponentPodsReady(t *testing.T, ctx context.Context, cs kubernetes.Interface) {
+	t.Helper()
+	want := map[string]string{ // namespace/DaemonSet -> where
+		"kube-flannel/kube-flannel-ds":         "every node",
+		"kube-system/kube-multus-ds":           "every node",
+		"kube-system/kube-sriov-cni-ds":        "agents",
+		"kube-system/kube-sriov-device-plugin": "agents",
+	}
+	for key, where := range want {
+		ns, name, _ := strings.Cut(key, "/")
+		ds, err := cs.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Errorf("%s: %v", key, err)
+			continue
+		}
+		n := ds.Status.DesiredNumberScheduled
+		if n == 0 || ds.Status.NumberReady != n {
+			t.Errorf("%s (%s): %d of %d pods ready", key, where, ds.Status.NumberReady, n)
+		}
+		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: metav1.FormatLabelSelector(ds.Spec.Selector)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pods.Items {
+			if p.Status.Phase != corev1.PodRunning {
+				t.Errorf("pod %s/%s is %s", p.Namespace, p.Name, p.Status.Phase)
+			}
+			for _, c := range p.Status.ContainerStatuses {
+				if !c.Ready {
+					t.Errorf("pod %s/%s container %s not ready", p.Namespace, p.Name, c.Name)
+				}
+			}
+		}
+	}
+}
+
+// assertPodToPodAcrossAgents starts a pod on agent-1 and, on agent-0, a pod
+// that pings it and exits: Succeeded means the packets crossed Flannel's
+// VXLAN between the two agent containers.
+func assertPodToPodAcrossAgents(t *testing.T, ctx context.Context, cs kubernetes.Interface, l *config.Lane) {
+	t.Helper()
+	ns := "e2e-pods"
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	image := cni.MirrorImage(l.ImageRegistryMirror, cni.SmokeImage)
+	pod := func(name, node string, cmd ...string) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: corev1.PodSpec{
+				NodeName:                      node,
+				RestartPolicy:                 corev1.RestartPolicyNever,
+				TerminationGracePeriodSeconds: ptr.To[int64](0),
+				Containers:                    []corev1.Container{{Name: "c", Image: image, Command: cmd}},
+			},
+		}
+	}
+	agent := func(i int) string { return fmt.Sprintf("k3d-%s-agent-%d", l.Name, i) }
+	target, err := cs.CoreV1().Pods(ns).Create(ctx, pod("target", agent(1), "sleep", "3600"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ip string
+	if err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, target.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		ip = p.Status.PodIP
+		return p.Status.Phase == corev1.PodRunning && ip != "", nil
+	}); err != nil {
+		t.Fatalf("pod %s/target on %s never ran: %v", ns, agent(1), err)
+	}
+	_, cidr, _ := net.ParseCIDR(clusterCIDR(l))
+	if addr := net.ParseIP(ip); addr == nil || !cidr.Contains(addr) {
+		t.Errorf("pod IP %q is not in the cluster CIDR %s", ip, cidr)
+	}
+	if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod("pinger", agent(0), "ping", "-c", "3", "-W", "5", ip), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var phase corev1.PodPhase
+	if err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, "pinger", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		phase = p.Status.Phase
+		return phase == corev1.PodSucceeded || phase == corev1.PodFailed, nil
+	}); err != nil || phase != corev1.PodSucceeded {
+		t.Errorf("a pod on %s pinging %s on %s: %s (%v)", agent(0), ip, agent(1), phase, err)
+	}
+}
+
+// clusterCIDR is the IPv4 pod CIDR of the lane's k3s (ipFamily ipv4).
+func clusterCIDR(l *config.Lane) string {
+	if l.CNI == config.CNICalico {
+		return config.CalicoPodCIDRv4
+	}
+	return config.FlannelPodCIDRv4
+}

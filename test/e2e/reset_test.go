@@ -1,0 +1,122 @@
+package e2e
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/sriov-lane/sriov-lane/test/rig"
+)
+
+// TestResetRemovesWhatAJobMade does what a CI job does to a lane (a
+// namespace with a ConfigMap, a ClusterRole), then resets it: the job's
+// objects are gone, every namespace and ClusterRole the lane had after up
+// is still there under the same UID, and status is healthy with every
+// agent's VFs allocatable. The rig's nodes run kube-controller-manager, so
+// the namespace really goes.
+func TestResetRemovesWhatAJobMade(t *testing.T) {
+	requireRig(t)
+	r := rig.NewForTest(t, 2, "rgw")
+	l := newLane(t, r, "e2e-w", 16467)
+	kc := filepath.Join(r.Dir, "kubeconfig-w")
+	res := run(t, nil, "up", "--config", l.path, "--kubeconfig", kc)
+	if res.code != 0 {
+		t.Fatal("up failed")
+	}
+	if !strings.Contains(res.output, "✓ record baseline (") {
+		t.Errorf("up recorded no baseline:\n%s", res.output)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	ctx := context.Background()
+	before := laneObjects(t, cs)
+
+	// What a job makes.
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "job-1"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().ConfigMaps("job-1").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "data"}, Data: map[string]string{"k": "v"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "job-reader"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	start := time.Now()
+	res = run(t, nil, "reset", "--config", l.path)
+	if res.code != 0 {
+		t.Fatal("reset failed")
+	}
+	t.Logf("reset took %s", time.Since(start))
+	for _, step := range []string{"delete what up did not make", "wait for deletions", "delete what came back", "check PFs and VFs", "wait for VFs"} {
+		if !strings.Contains(res.output, "✓ "+step+" (") {
+			t.Errorf("no progress line with duration for %q", step)
+		}
+	}
+	if !strings.Contains(res.output, "lane e2e-w reset (deleted 1 namespace(s) and 1 cluster-scoped object(s))") {
+		t.Errorf("reset does not say what it deleted:\n%s", res.output)
+	}
+	if _, err := cs.CoreV1().Namespaces().Get(ctx, "job-1", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("namespace job-1 still there after reset: %v", err)
+	}
+	if _, err := cs.CoreV1().ConfigMaps("job-1").Get(ctx, "data", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("ConfigMap job-1/data still there after reset: %v", err)
+	}
+	if _, err := cs.RbacV1().ClusterRoles().Get(ctx, "job-reader", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("ClusterRole job-reader still there after reset: %v", err)
+	}
+	after := laneObjects(t, cs)
+	for name, uid := range before {
+		if after[name] != uid {
+			t.Errorf("the lane's %s: UID %q after reset, %q before", name, after[name], uid)
+		}
+	}
+
+	res = run(t, nil, "status", "--config", l.path)
+	if res.code != 0 || !strings.Contains(res.output, "healthy") || strings.Count(res.output, "kubevirt.io/sriov_net=6") != 2 {
+		t.Errorf("status after reset: exit %d\n%s", res.code, res.output)
+	}
+	// Nothing new since: a second reset deletes nothing.
+	if res := run(t, nil, "reset", "--config", l.path); res.code != 0 || !strings.Contains(res.output, "nothing to delete") {
+		t.Errorf("second reset: exit %d\n%s", res.code, res.output)
+	}
+	if res := l.down(t); res.code != 0 {
+		t.Fatal("down after reset failed")
+	}
+	assertLaneGone(t, r, l, r.State.PFs)
+}
+
+// laneObjects is every namespace and ClusterRole, by kind and name, with
+// its UID.
+func laneObjects(t *testing.T, cs kubernetes.Interface) map[string]types.UID {
+	t.Helper()
+	out := map[string]types.UID{}
+	nss, err := cs.CoreV1().Namespaces().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range nss.Items {
+		out["namespace "+ns.Name] = ns.UID
+	}
+	crs, err := cs.RbacV1().ClusterRoles().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cr := range crs.Items {
+		out["ClusterRole "+cr.Name] = cr.UID
+	}
+	return out
+}
