@@ -52,7 +52,7 @@ func (r results) print(w io.Writer, desc string) (missed bool) {
 	}
 	row("k3d ClusterRun alone", func(s sample) time.Duration { return s.clusterRun }, sec)
 	row("k3d ClusterDelete alone", func(s sample) time.Duration { return s.clusterDelete }, sec)
-	row("sriov-lane up", func(s sample) time.Duration { return s.up }, sec)
+	row("sriov-lane up, to every component pod Ready and VFs allocatable", func(s sample) time.Duration { return s.up }, sec)
 	if len(r.samples) > 0 {
 		for _, st := range r.samples[0].steps {
 			name := st.Name

@@ -16,6 +16,7 @@ import (
 	"github.com/sriov-lane/sriov-lane/pkg/provider"
 	"github.com/sriov-lane/sriov-lane/test/rig"
 	"github.com/sriov-lane/sriov-lane/test/rig/sysfs"
+	"github.com/sriov-lane/sriov-lane/test/testutil"
 )
 
 // Names the bench owns; nothing else is ever deleted.
@@ -60,7 +61,13 @@ func newBench(ctx context.Context, o options) (*bench, error) {
 		return b, err
 	}
 	os.Setenv("TMPDIR", k3dTmp)
-	st, err := rig.Up(ctx, rig.Options{Dir: b.rigDir, PFs: o.pfs, Prefix: o.prefix})
+	// The lane's component images come from make test-env's rig registry,
+	// as in the tests: up then runs to every component pod Ready.
+	mirror := testutil.RigImageMirror()
+	if mirror == "" {
+		return b, errors.New("no rig image registry: run make test-env (make bench does) with SRIOV_LANE_TEST_ASSETS set")
+	}
+	st, err := rig.Up(ctx, rig.Options{Dir: b.rigDir, PFs: o.pfs, Prefix: o.prefix, ImageMirror: mirror})
 	if err != nil {
 		return b, fmt.Errorf("rig up: %w", err)
 	}
