@@ -32,7 +32,8 @@ free ports. It exits 1 when a hard requirement fails.`,
 			if err != nil {
 				return err
 			}
-			ck := &lane.Checker{Lane: l, PFs: lane.PFReportFunc(l)}
+			cli, _ := g.docker() // nil: the docker check reports why
+			ck := &lane.Checker{Lane: l, Docker: cli, PFs: lane.PFReportFunc(l)}
 			results := ck.Run(c.Context())
 			if output == "json" {
 				b, _ := json.MarshalIndent(results, "", "  ")

@@ -5,8 +5,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/lane"
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
 )
 
 func newDownCmd(g *globals) *cobra.Command {
@@ -26,8 +26,9 @@ nothing to do.`,
   sriov-lane down --config lane.yaml --force`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			cli, _ := g.docker() // nil: the lane call connects, and says why it cannot, when it needs Docker
 			failed, none, err := lf.eachLane(all, func(l *config.Lane) error {
-				rep, err := lane.Down(c.Context(), l, lane.DownOptions{Out: g.streams.Out, Verbose: g.verbose, Force: force})
+				rep, err := lane.Down(c.Context(), l, lane.DownOptions{Docker: cli, Out: g.streams.Out, Verbose: g.verbose, Force: force})
 				switch {
 				case err != nil:
 					return err

@@ -5,8 +5,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/lane"
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
 )
 
 func newExportCmd(g *globals) *cobra.Command {
@@ -36,7 +36,8 @@ the lane's PFs, the journal and the saved config. It changes nothing.`,
 			if err != nil {
 				return err
 			}
-			out, err := lane.ExportLogs(c.Context(), l, args[0])
+			cli, _ := g.docker() // nil: the lane call connects, and says why it cannot, when it needs Docker
+			out, err := lane.ExportLogs(c.Context(), l, cli, args[0])
 			if err != nil {
 				return err
 			}

@@ -5,13 +5,14 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/lane"
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
+	"github.com/sriov-lane/sriov-lane/pkg/statedir"
 )
 
 // laneFlags selects and configures the lane a command acts on: --config F,
 // --name N and every lane setting as a flag (precedence flag > env > file >
-// default, see pkg/lane/config).
+// default, see pkg/config).
 type laneFlags struct {
 	file     string
 	name     string
@@ -58,7 +59,7 @@ func (lf *laneFlags) eachLane(all bool, f func(*config.Lane) error) (failed []er
 		if lf.name != "" {
 			return nil, false, usagef("--all and --name exclude each other")
 		}
-		if names, err = lane.Lanes(l.StateDir); err != nil {
+		if names, err = statedir.Dir(l.StateDir).Lanes(); err != nil {
 			return nil, false, err
 		}
 	}

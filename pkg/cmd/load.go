@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/provider"
 )
 
@@ -24,12 +24,11 @@ the quickest way to try a locally built image without the registry.`,
 			if err != nil {
 				return err
 			}
-			p, err := provider.New()
+			cli, err := g.docker()
 			if err != nil {
 				return err
 			}
-			defer p.Close()
-			if err := p.Load(c.Context(), l.ClusterName(), images...); err != nil {
+			if err := provider.NewWithClient(cli).Load(c.Context(), l.ClusterName(), images...); err != nil {
 				return err
 			}
 			fmt.Fprintf(g.streams.Out, "loaded %d image(s) into lane %s\n", len(images), l.Name)

@@ -9,8 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/sriov-lane/sriov-lane/pkg/cni"
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/lane"
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
 )
 
 func newPlanCmd(g *globals) *cobra.Command {
@@ -102,12 +102,12 @@ cached yet are listed with their URL, sha256 and size instead of their objects.`
 // plannedPFNames are the PFs up would lease now, or a placeholder (with a
 // warning) where this host has none, so plan still shows the objects.
 func plannedPFNames(c *cobra.Command, l *config.Lane, g *globals) []string {
-	need := l.Agents * l.PFsPerNode
+	need := l.PFsNeeded()
 	rep, err := lane.PFReportFunc(l)(c.Context())
 	var names []string
 	if err == nil {
 		for _, pf := range rep.Usable {
-			if pf.TotalVFs >= l.VFsPerPF && len(names) < need {
+			if l.EnoughVFs(pf.TotalVFs) && len(names) < need {
 				names = append(names, pf.Name)
 			}
 		}

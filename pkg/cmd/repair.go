@@ -6,8 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/lane"
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
 )
 
 func newRepairCmd(g *globals) *cobra.Command {
@@ -29,8 +29,9 @@ one that was removed cannot be repaired (run down, then up).`,
   sriov-lane repair --all`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			cli, _ := g.docker() // nil: the lane call connects, and says why it cannot, when it needs Docker
 			failed, _, err := lf.eachLane(all, func(l *config.Lane) error {
-				rep, err := lane.Repair(c.Context(), l, lane.RepairOptions{Out: g.streams.Out, Verbose: g.verbose})
+				rep, err := lane.Repair(c.Context(), l, lane.RepairOptions{Docker: cli, Out: g.streams.Out, Verbose: g.verbose})
 				if err == nil && len(rep.Repaired) > 0 {
 					fmt.Fprintf(g.streams.Out, "lane %s repaired (%s)\n", l.Name, strings.Join(rep.Repaired, ", "))
 				}

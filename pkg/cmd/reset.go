@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/lane"
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
 )
 
 func newResetCmd(g *globals) *cobra.Command {
@@ -39,9 +39,10 @@ recorded baselines cannot be reset: down and up it once.`,
 			if timeout <= 0 {
 				return usagef("--timeout %s: must be positive", timeout)
 			}
+			cli, _ := g.docker() // nil: the lane call connects, and says why it cannot, when it needs Docker
 			failed, none, err := lf.eachLane(all, func(l *config.Lane) error {
 				start := time.Now()
-				rep, err := lane.Reset(c.Context(), l, lane.ResetOptions{Out: g.streams.Out, Verbose: g.verbose, Timeout: timeout})
+				rep, err := lane.Reset(c.Context(), l, lane.ResetOptions{Docker: cli, Out: g.streams.Out, Verbose: g.verbose, Timeout: timeout})
 				if err != nil {
 					return err
 				}

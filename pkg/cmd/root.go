@@ -10,11 +10,13 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/docker/docker/client"
 	k3dlog "github.com/k3d-io/k3d/v5/pkg/logger"
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
 
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
+	"github.com/sriov-lane/sriov-lane/pkg/config"
+	"github.com/sriov-lane/sriov-lane/pkg/provider"
 )
 
 // IOStreams are the command's standard streams (tests pass buffers).
@@ -51,15 +53,43 @@ func ExitCode(err error) int {
 	return ExitFailure
 }
 
-// globals are options every command shares. They live on the root command's
-// instance, not in package state, so tests can run commands side by side.
+// globals are options every command shares, and the run's one Docker
+// client. They live on the root command's instance, not in package state,
+// so tests can run commands side by side.
 type globals struct {
 	verbose bool
 	streams IOStreams
+	// cli is the run's Docker client, made by the first command that asks
+	// (docker) and closed when the run ends (close).
+	cli *client.Client
+}
+
+// docker is the command run's Docker client: every lane and provider call
+// of the run shares it.
+func (g *globals) docker() (*client.Client, error) {
+	if g.cli == nil {
+		cli, err := provider.Connect()
+		if err != nil {
+			return nil, err
+		}
+		g.cli = cli
+	}
+	return g.cli, nil
+}
+
+func (g *globals) close() {
+	if g.cli != nil {
+		g.cli.Close()
+	}
 }
 
 // NewRoot builds the command tree.
 func NewRoot(streams IOStreams) *cobra.Command {
+	root, _ := newRoot(streams)
+	return root
+}
+
+func newRoot(streams IOStreams) (*cobra.Command, *globals) {
 	g := &globals{streams: streams}
 	root := &cobra.Command{
 		Use:   "sriov-lane",
@@ -107,7 +137,7 @@ Every command that changes the host runs as root.`,
 		newLoadCmd(g),
 		newExportCmd(g),
 	)
-	return root
+	return root, g
 }
 
 // Main runs the CLI and returns the exit code. SIGINT and SIGTERM cancel the
@@ -115,7 +145,8 @@ Every command that changes the host runs as root.`,
 func Main(args []string, streams IOStreams) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	root := NewRoot(streams)
+	root, g := newRoot(streams)
+	defer g.close()
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	if err != nil {

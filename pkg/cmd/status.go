@@ -7,8 +7,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/lane"
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
+	"github.com/sriov-lane/sriov-lane/pkg/statedir"
 )
 
 func newStatusCmd(g *globals) *cobra.Command {
@@ -35,7 +36,7 @@ what to do and exits 1.`,
 				return err
 			}
 			if lf.name == "" && lf.file == "" {
-				names, err := lane.Lanes(l.StateDir)
+				names, err := statedir.Dir(l.StateDir).Lanes()
 				if err != nil {
 					return err
 				}
@@ -56,7 +57,8 @@ what to do and exits 1.`,
 			if err != nil {
 				return err
 			}
-			st, err := lane.Describe(c.Context(), saved)
+			cli, _ := g.docker() // nil: the lane call connects, and says why it cannot, when it needs Docker
+			st, err := lane.Describe(c.Context(), saved, cli)
 			if err != nil {
 				return err
 			}

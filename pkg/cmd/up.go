@@ -45,8 +45,9 @@ PFs first, unless --retain.`,
 				defer os.Setenv("TMPDIR", os.Getenv("TMPDIR"))
 				os.Setenv("TMPDIR", tmp)
 			}
+			cli, _ := g.docker() // nil: the lane call connects, and says why it cannot, when it needs Docker
 			timings, err := lane.Up(c.Context(), l, lane.UpOptions{
-				Out: g.streams.Out, Verbose: g.verbose, Retain: retain, KubevirtciDir: kubevirtci,
+				Docker: cli, Out: g.streams.Out, Verbose: g.verbose, Retain: retain, KubevirtciDir: kubevirtci,
 			})
 			if err != nil {
 				return err
@@ -55,7 +56,7 @@ PFs first, unless --retain.`,
 			for _, t := range timings {
 				total += t.Duration.Seconds()
 			}
-			kc := lane.KubeconfigPath(l)
+			kc := l.KubeconfigPath()
 			fmt.Fprintf(g.streams.Out, "lane %s is up (%.1fs)\n  export KUBECONFIG=%s\n  sriov-lane status --name %s\n", l.Name, total, kc, l.Name)
 			return nil
 		},

@@ -8,13 +8,11 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/sriov-lane/sriov-lane/pkg/cni"
+	"github.com/sriov-lane/sriov-lane/pkg/config"
+	"github.com/sriov-lane/sriov-lane/pkg/kube"
 	"github.com/sriov-lane/sriov-lane/pkg/lane"
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
 )
 
 func newVerifyCmd(g *globals) *cobra.Command {
@@ -55,20 +53,17 @@ inspection; the next verify deletes a pod left that way before it starts.`,
 			if err != nil {
 				return err
 			}
-			kc := lane.KubeconfigPath(l)
-			cfg, err := clientcmd.BuildConfigFromFlags("", kc)
+			kc := l.KubeconfigPath()
+			cluster, err := kube.Connect(kc)
 			if err != nil {
-				return fmt.Errorf("lane %s: loading kubeconfig %s (is the lane up?): %w", l.Name, kc, err)
+				return fmt.Errorf("lane %s: %w (is the lane up?)", l.Name, err)
 			}
 			opts := lane.CNIOptions(l, []string{"unused"})
 			opts.Smoke = true
 			if opts.SmokeNamespace == "" {
 				opts.SmokeNamespace = "default"
 			}
-			v := &verifier{out: g.streams.Out, cfg: cfg, opts: opts, timeout: timeout, keep: keep}
-			if v.cs, err = kubernetes.NewForConfig(cfg); err != nil {
-				return err
-			}
+			v := &verifier{out: g.streams.Out, kube: cluster, opts: opts, timeout: timeout, keep: keep}
 			dev, err := v.run(c.Context())
 			if err != nil {
 				return err
@@ -86,8 +81,7 @@ inspection; the next verify deletes a pod left that way before it starts.`,
 
 type verifier struct {
 	out     io.Writer
-	cfg     *rest.Config
-	cs      kubernetes.Interface
+	kube    *kube.Clients
 	opts    cni.Options
 	timeout time.Duration
 	keep    bool
@@ -117,7 +111,7 @@ func (v *verifier) run(ctx context.Context) (dev cni.PCIDevice, err error) {
 		cctx := context.WithoutCancel(ctx)
 		cerr := v.deletePod(cctx, "deleted pod %s (gone, its VF is free again)\n")
 		if cerr == nil {
-			cerr = cni.DeleteSmokeNetwork(cctx, v.cfg, ns)
+			cerr = cni.DeleteSmokeNetwork(cctx, v.kube.Dynamic, ns)
 		}
 		if cerr == nil {
 			fmt.Fprintf(v.out, "deleted NetworkAttachmentDefinition %s/%s\n", ns, cni.SmokeNetworkName)
@@ -127,15 +121,15 @@ func (v *verifier) run(ctx context.Context) (dev cni.PCIDevice, err error) {
 		}
 		err = errors.Join(err, cerr)
 	}()
-	if err := cni.Apply(ctx, v.cfg, objs, nil); err != nil {
+	if err := cni.Apply(ctx, v.kube, objs, nil); err != nil {
 		return dev, err
 	}
 	wctx, cancel := context.WithTimeout(ctx, v.timeout)
 	defer cancel()
-	if err := cni.WaitPodsReady(wctx, v.cs, ns, []string{cni.SmokePodName}); err != nil {
+	if err := cni.WaitPodsReady(wctx, v.kube.Typed, ns, []string{cni.SmokePodName}); err != nil {
 		return dev, fmt.Errorf("smoke pod %s did not become Ready: %w", v.pod(), err)
 	}
-	return cni.VerifySmoke(ctx, v.cfg, v.cs, v.opts, func(check, found string) {
+	return cni.VerifySmoke(ctx, v.kube, v.opts, func(check, found string) {
 		fmt.Fprintf(v.out, "ok  %-17s %s\n", check+":", found)
 	})
 }
@@ -145,7 +139,7 @@ func (v *verifier) run(ctx context.Context) (dev cni.PCIDevice, err error) {
 func (v *verifier) deletePod(ctx context.Context, msg string) error {
 	ctx, cancel := context.WithTimeout(ctx, v.timeout)
 	defer cancel()
-	existed, err := cni.DeleteSmokePod(ctx, v.cs, v.opts.SmokeNamespace)
+	existed, err := cni.DeleteSmokePod(ctx, v.kube.Typed, v.opts.SmokeNamespace)
 	if existed && err == nil {
 		fmt.Fprintf(v.out, msg, v.pod())
 	}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/sriov-lane/sriov-lane/pkg/kube"
 	"github.com/sriov-lane/sriov-lane/test/apiserver"
 )
 
@@ -87,4 +88,14 @@ func setNodeStatus(t *testing.T, cs kubernetes.Interface, name string, ready cor
 	if _, err := cs.CoreV1().Nodes().UpdateStatus(t.Context(), n, metav1.UpdateOptions{}); err != nil {
 		t.Errorf("updating node %s status: %v", name, err)
 	}
+}
+
+// clients are the clients a command run makes for cfg.
+func clients(t *testing.T, cfg *rest.Config) *kube.Clients {
+	t.Helper()
+	kc, err := kube.ForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kc
 }

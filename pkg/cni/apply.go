@@ -14,11 +14,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
+
+	"github.com/sriov-lane/sriov-lane/pkg/kube"
 )
 
 // Logf receives one line per applied object; nil discards.
@@ -39,22 +38,13 @@ var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version:
 // to be Established and refreshes discovery. Log lines come in objs order.
 // Applying the same objects again is a no-op on the server
 // (resourceVersions unchanged).
-func Apply(ctx context.Context, cfg *rest.Config, objs []*unstructured.Unstructured, logf Logf) error {
+func Apply(ctx context.Context, kc *kube.Clients, objs []*unstructured.Unstructured, logf Logf) error {
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	cfg = applyConfig(cfg)
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return fmt.Errorf("creating dynamic client: %w", err)
-	}
-	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		return fmt.Errorf("creating discovery client: %w", err)
-	}
 	a := &applier{
-		dyn:         dyn,
-		mapper:      restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc)),
+		dyn:         kc.Dynamic,
+		mapper:      kc.Mapper,
 		crdOf:       crdKinds(objs),
 		established: map[string]bool{},
 	}
@@ -66,22 +56,7 @@ func Apply(ctx context.Context, cfg *rest.Config, objs []*unstructured.Unstructu
 	return nil
 }
 
-// applyConfig lifts client-go's default client-side rate limit (5 QPS,
-// burst 10) for Apply's own clients: a batch is a few dozen requests, and
-// throttling them cost ~200 ms per object beyond the tenth. The API
-// server's own priority and fairness still applies.
-func applyConfig(cfg *rest.Config) *rest.Config {
-	c := rest.CopyConfig(cfg)
-	if c.RateLimiter == nil {
-		c.QPS = max(c.QPS, applyQPS)
-		c.Burst = max(c.Burst, applyBurst)
-	}
-	return c
-}
-
 const (
-	applyQPS   = 100
-	applyBurst = 200
 	// applyParallel bounds the requests of one tier in flight at once
 	// (upstream manifests such as Calico's have dozens of CRDs).
 	applyParallel = 8

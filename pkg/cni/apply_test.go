@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
+
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 )
 
 // resourceVersions reads back every object and returns kind/ns/name -> rv.
@@ -64,7 +66,7 @@ func TestApplyTwiceChangesNothing(t *testing.T) {
 	}
 	var log []string
 	logf := func(f string, a ...any) { log = append(log, fmt.Sprintf(f, a...)) }
-	if err := Apply(t.Context(), cfg, objs, logf); err != nil {
+	if err := Apply(t.Context(), clients(t, cfg), objs, logf); err != nil {
 		t.Fatal(err)
 	}
 	if len(log) != len(objs) {
@@ -77,7 +79,7 @@ func TestApplyTwiceChangesNothing(t *testing.T) {
 		}
 	}
 	first := resourceVersions(t, cfg, objs)
-	if err := Apply(t.Context(), cfg, objs, nil); err != nil {
+	if err := Apply(t.Context(), clients(t, cfg), objs, nil); err != nil {
 		t.Fatalf("second apply: %v", err)
 	}
 	second := resourceVersions(t, cfg, objs)
@@ -105,7 +107,7 @@ func TestApplyTwiceChangesNothing(t *testing.T) {
 	if _, err := cs.CoreV1().ConfigMaps(DefaultNamespace).Update(t.Context(), cm, metav1.UpdateOptions{FieldManager: "someone-else"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := Apply(t.Context(), cfg, objs, nil); err != nil {
+	if err := Apply(t.Context(), clients(t, cfg), objs, nil); err != nil {
 		t.Fatalf("apply over a conflicting edit: %v", err)
 	}
 	cm, _ = cs.CoreV1().ConfigMaps(DefaultNamespace).Get(t.Context(), DevicePluginConfigMap, metav1.GetOptions{})
@@ -117,14 +119,14 @@ func TestApplyTwiceChangesNothing(t *testing.T) {
 func TestApplyCalicoWaitsForCRD(t *testing.T) {
 	cfg, _ := startAPI(t)
 	o := defaultTestOptions()
-	o.CNI = CNICalico
+	o.CNI = config.CNICalico
 	o.Calico, _ = testCalicoOptions(t)
 	o.Calico.CacheDir = t.TempDir()
 	objs, err := Objects(t.Context(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Apply(t.Context(), cfg, objs, t.Logf); err != nil {
+	if err := Apply(t.Context(), clients(t, cfg), objs, t.Logf); err != nil {
 		t.Fatal(err)
 	}
 	inst, err := dynamic.NewForConfigOrDie(cfg).Resource(schema.GroupVersionResource{Group: "operator.tigera.io", Version: "v1", Resource: "installations"}).
@@ -136,7 +138,7 @@ func TestApplyCalicoWaitsForCRD(t *testing.T) {
 		t.Errorf("containerIPForwarding = %q", v)
 	}
 	first := resourceVersions(t, cfg, objs)
-	if err := Apply(t.Context(), cfg, objs, nil); err != nil {
+	if err := Apply(t.Context(), clients(t, cfg), objs, nil); err != nil {
 		t.Fatal(err)
 	}
 	for k, rv := range resourceVersions(t, cfg, objs) {
@@ -147,8 +149,9 @@ func TestApplyCalicoWaitsForCRD(t *testing.T) {
 }
 
 // A kubeconfig-built rest.Config carries client-go's default rate limit
-// (QPS 5, burst 10): Apply must not be throttled by it, nor change the
-// caller's config.
+// (QPS 5, burst 10): Apply, through the clients a run makes
+// (kube.ForConfig), must not be throttled by it, nor change the caller's
+// config.
 func TestApplyIsNotClientThrottled(t *testing.T) {
 	cfg, _ := startAPI(t)
 	kc := rest.CopyConfig(cfg)
@@ -166,7 +169,7 @@ func TestApplyIsNotClientThrottled(t *testing.T) {
 		objs = append(objs, u)
 	}
 	start := time.Now()
-	if err := Apply(t.Context(), kc, objs, nil); err != nil {
+	if err := Apply(t.Context(), clients(t, kc), objs, nil); err != nil {
 		t.Fatal(err)
 	}
 	if d := time.Since(start); d > 3*time.Second {

@@ -19,6 +19,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
+
+	"github.com/sriov-lane/sriov-lane/pkg/atomicfile"
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 )
 
 // CalicoVersion is the pinned Calico release, deployed through the Tigera
@@ -117,7 +120,11 @@ func CalicoManifest(ctx context.Context, c CalicoOptions, ref ManifestRef) ([]by
 		return nil, fmt.Errorf("Calico manifest from %s: %w", url, err)
 	}
 	if cachePath != "" {
-		if err := writeFileAtomic(cachePath, data); err != nil {
+		if err := os.MkdirAll(filepath.Dir(cachePath), 0o755); err != nil {
+			return nil, fmt.Errorf("caching Calico manifest: %w", err)
+		}
+		// A concurrent reader or a crash never sees a partial cache entry.
+		if err := atomicfile.Write(cachePath, data, 0o600); err != nil {
 			return nil, fmt.Errorf("caching Calico manifest: %w", err)
 		}
 	}
@@ -156,27 +163,6 @@ func download(ctx context.Context, client *http.Client, url string) ([]byte, err
 		return nil, fmt.Errorf("downloading %s: larger than %d bytes", url, maxManifestBytes)
 	}
 	return data, nil
-}
-
-// writeFileAtomic writes through a temp file and rename so a concurrent
-// reader or a crash never sees a partial cache entry.
-func writeFileAtomic(path string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
 }
 
 // DecodeManifest splits a multi-document YAML (or JSON) manifest into
@@ -229,20 +215,20 @@ func DecodeManifest(data []byte) ([]*unstructured.Unstructured, error) {
 // address autodetection itself (firstFound, pkg/controller/installation/core_controller.go@v1.42.3).
 func calicoInstallation(o Options) *unstructured.Unstructured {
 	var pools []any
-	if o.IPFamily != IPFamilyIPv6 {
+	if o.IPFamily != config.IPFamilyIPv6 {
 		pools = append(pools, map[string]any{
 			"name":          "default-ipv4-ippool",
-			"cidr":          o.ClusterCIDR,
+			"cidr":          o.networks.PodV4,
 			"blockSize":     int64(26),
 			"encapsulation": "VXLANCrossSubnet",
 			"natOutgoing":   "Enabled",
 			"nodeSelector":  "all()",
 		})
 	}
-	if o.IPFamily == IPFamilyIPv6 || o.IPFamily == IPFamilyDual {
+	if o.IPFamily == config.IPFamilyIPv6 || o.IPFamily == config.IPFamilyDual {
 		pools = append(pools, map[string]any{
 			"name":          "default-ipv6-ippool",
-			"cidr":          o.ClusterCIDRv6,
+			"cidr":          o.networks.PodV6,
 			"blockSize":     int64(122),
 			"encapsulation": "VXLANCrossSubnet",
 			"natOutgoing":   "Enabled",

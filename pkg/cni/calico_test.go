@@ -16,6 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
+
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 )
 
 // testCRDs and testOperator stand in for the pinned operator-crds.yaml
@@ -236,7 +238,7 @@ func TestCalicoOffline(t *testing.T) {
 	c.CacheDir = t.TempDir()
 	c.Offline = true
 	o := defaultTestOptions()
-	o.CNI = CNICalico
+	o.CNI = config.CNICalico
 	o.Calico = c
 	cs, err := Components(t.Context(), o)
 	if err != nil {
@@ -277,7 +279,7 @@ func TestCalicoOffline(t *testing.T) {
 
 func TestCalicoObjects(t *testing.T) {
 	o := defaultTestOptions()
-	o.CNI = CNICalico
+	o.CNI = config.CNICalico
 	o.ImageRegistryMirror = "mirror.example:5000"
 	o.Calico, _ = testCalicoOptions(t)
 	objs, err := Objects(t.Context(), o)
@@ -318,7 +320,7 @@ func TestWaitCalico(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Apply(t.Context(), cfg, crds, nil); err != nil {
+	if err := Apply(t.Context(), clients(t, cfg), crds, nil); err != nil {
 		t.Fatal(err)
 	}
 	dyn := dynamic.NewForConfigOrDie(cfg)

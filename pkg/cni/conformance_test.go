@@ -14,6 +14,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 )
 
 // Conformance: each component's rendered objects against the facts of the
@@ -366,7 +368,7 @@ func TestConformanceDevicePlugin(t *testing.T) {
 
 func TestConformanceCalico(t *testing.T) {
 	o := defaultTestOptions()
-	o.CNI = CNICalico
+	o.CNI = config.CNICalico
 	v := renderView(t, o)
 	inst := v.installation()
 	pools, _, _ := unstructured.NestedSlice(inst.Object, "spec", "calicoNetwork", "ipPools")

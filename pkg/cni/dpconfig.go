@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 )
 
 // DPConfig is the SR-IOV network device plugin's config.json. The plugin's
@@ -108,8 +110,8 @@ func DevicePluginConfig(o Options) (DPConfig, error) {
 }
 
 func devicePluginConfig(o Options) DPConfig {
-	drivers := []string{VFDriverVFIO}
-	if o.VFDriver == VFDriverNetdevice {
+	drivers := []string{config.VFDriverVFIO}
+	if o.VFDriver == config.VFDriverNetdevice {
 		drivers = append([]string(nil), o.NetdeviceDrivers...)
 	}
 	return DPConfig{ResourceList: []DPResource{{

@@ -5,10 +5,12 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 )
 
 func TestDevicePluginConfigRoundTrip(t *testing.T) {
-	for _, drv := range []string{VFDriverVFIO, VFDriverNetdevice} {
+	for _, drv := range []string{config.VFDriverVFIO, config.VFDriverNetdevice} {
 		t.Run(drv, func(t *testing.T) {
 			o := defaultTestOptions()
 			o.VFDriver = drv
@@ -39,7 +41,7 @@ func TestDevicePluginConfigRoundTrip(t *testing.T) {
 			}
 			sel := res[0]["selectors"].([]any)[0].(map[string]any)
 			wantDrivers := []any{"vfio-pci"}
-			if drv == VFDriverNetdevice {
+			if drv == config.VFDriverNetdevice {
 				wantDrivers = []any{"iavf", "mlx5_core"}
 			}
 			if !reflect.DeepEqual(sel["drivers"], wantDrivers) {
@@ -115,15 +117,10 @@ func TestParseDPConfigFullSchema(t *testing.T) {
 
 func TestOptionsValidation(t *testing.T) {
 	cases := map[string]func(*Options){
-		"no PFs":         func(o *Options) { o.PFNames = nil },
-		"bad CNI":        func(o *Options) { o.CNI = "weave" },
-		"bad driver":     func(o *Options) { o.VFDriver = "igb_uio" },
-		"no prefix":      func(o *Options) { o.ResourcePrefix = "" },
-		"no label":       func(o *Options) { o.NodeSelectorKey = "" },
-		"bad cidr":       func(o *Options) { o.ClusterCIDR = "10.42.0.0" },
-		"plugin path":    func(o *Options) { o.CNIPlugins = []string{"../../bin/sh"} },
-		"bad mem":        func(o *Options) { o.MultusMemoryLimit = "lots" },
-		"bad name chars": func(o *Options) { o.ResourceName = "a/b" },
+		"no PFs":      func(o *Options) { o.PFNames = nil },
+		"bad CNI":     func(o *Options) { o.CNI = "weave" },
+		"plugin path": func(o *Options) { o.CNIPlugins = []string{"../../bin/sh"} },
+		"bad mem":     func(o *Options) { o.MultusMemoryLimit = "lots" },
 	}
 	for name, mut := range cases {
 		o := defaultTestOptions()

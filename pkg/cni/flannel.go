@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 )
 
 const (
@@ -62,13 +64,13 @@ type flannelNetConf struct {
 
 // flannelNetConfFor maps the IP family to flannel's settings.
 func flannelNetConfFor(o Options) flannelNetConf {
-	nc := flannelNetConf{Network: o.ClusterCIDR, Backend: map[string]any{"Type": "vxlan"}}
+	nc := flannelNetConf{Network: o.networks.PodV4, Backend: map[string]any{"Type": "vxlan"}}
 	switch o.IPFamily {
-	case IPFamilyDual:
-		nc.EnableIPv6, nc.IPv6Network = true, o.ClusterCIDRv6
-	case IPFamilyIPv6:
-		nc.EnableIPv4, nc.Network = ptr.To(false), ""
-		nc.EnableIPv6, nc.IPv6Network = true, o.ClusterCIDRv6
+	case config.IPFamilyDual:
+		nc.EnableIPv6, nc.IPv6Network = true, o.networks.PodV6
+	case config.IPFamilyIPv6:
+		nc.EnableIPv4 = ptr.To(false)
+		nc.EnableIPv6, nc.IPv6Network = true, o.networks.PodV6
 	}
 	return nc
 }

@@ -197,7 +197,7 @@ func nriObjects(o Options) []runtime.Object {
 // server can reach them. With Fail, the first up would deadlock (no CNI pod
 // admitted until the injector runs, no injector until the CNI runs), and so
 // would a lane whose nodes restart. up waits for the Deployment to be
-// Available (wait.daemonSets), so pods created after up get their
+// Available, so pods created after up get their
 // resources; a pod admitted while the injector is down gets none and fails
 // visibly in sriov-cni instead of being refused.
 func nriWebhookConfiguration(caBundle []byte) *admissionregistrationv1.MutatingWebhookConfiguration {

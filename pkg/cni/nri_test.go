@@ -233,7 +233,7 @@ func TestNRIApplyOnAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Apply(t.Context(), cfg, objs, nil); err != nil {
+	if err := Apply(t.Context(), clients(t, cfg), objs, nil); err != nil {
 		t.Fatal(err)
 	}
 	before := resourceVersions(t, cfg, objs)
@@ -267,7 +267,7 @@ func TestNRIApplyOnAPIServer(t *testing.T) {
 	}
 
 	// The same objects again change nothing.
-	if err := Apply(t.Context(), cfg, objs, nil); err != nil {
+	if err := Apply(t.Context(), clients(t, cfg), objs, nil); err != nil {
 		t.Fatal(err)
 	}
 	after := resourceVersions(t, cfg, objs)
@@ -326,7 +326,7 @@ func TestWaitDeployments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Apply(t.Context(), cfg, objs, nil); err != nil {
+	if err := Apply(t.Context(), clients(t, cfg), objs, nil); err != nil {
 		t.Fatal(err)
 	}
 	setStatus := func(updated, available int32) {

@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
+
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 )
 
 // Component is one network component: the objects the lane applies for it
@@ -56,7 +58,7 @@ func Components(ctx context.Context, o Options) ([]Component, error) {
 		return nil
 	}
 	switch o.CNI {
-	case CNIFlannel:
+	case config.CNIFlannel:
 		f, err := flannelObjects(o)
 		if err != nil {
 			return nil, err
@@ -64,7 +66,7 @@ func Components(ctx context.Context, o Options) ([]Component, error) {
 		if err := typed("flannel", []string{FlannelUpstream}, f); err != nil {
 			return nil, err
 		}
-	case CNICalico:
+	case config.CNICalico:
 		objs, pending, err := calicoObjects(ctx, o)
 		if err != nil {
 			return nil, err
@@ -75,6 +77,8 @@ func Components(ctx context.Context, o Options) ([]Component, error) {
 		}
 		up = append(up, "projectcalico/calico manifests/custom-resources.yaml@"+CalicoVersion+" (Installation)")
 		out = append(out, Component{Name: "calico", Upstream: up, Objects: objs, Pending: pending})
+	default:
+		return nil, fmt.Errorf("no primary CNI %q", o.CNI)
 	}
 	m, err := multusObjects(o)
 	if err != nil {

@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
+
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata golden files")
@@ -220,7 +222,7 @@ func contains(s []string, v string) bool {
 func TestPlanMirrorAndNetdevice(t *testing.T) {
 	o := defaultTestOptions()
 	o.ImageRegistryMirror = "mirror.example:5000"
-	o.VFDriver = VFDriverNetdevice
+	o.VFDriver = config.VFDriverNetdevice
 	o.Smoke = true
 	objs, err := Objects(t.Context(), o)
 	if err != nil {

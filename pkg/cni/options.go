@@ -8,29 +8,10 @@ package cni
 import (
 	"fmt"
 	"net/http"
-	"net/netip"
-	"regexp"
 	"slices"
 	"strings"
-)
 
-// IP families.
-const (
-	IPFamilyIPv4 = "ipv4"
-	IPFamilyIPv6 = "ipv6"
-	IPFamilyDual = "dual"
-)
-
-// Primary CNIs.
-const (
-	CNIFlannel = "flannel"
-	CNICalico  = "calico"
-)
-
-// VF drivers.
-const (
-	VFDriverVFIO      = "vfio-pci"
-	VFDriverNetdevice = "netdevice"
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 )
 
 // Defaults applied by Options.withDefaults.
@@ -39,9 +20,6 @@ const (
 	DefaultCNIConfDir     = "/etc/cni/net.d"
 	DefaultCNIBinDir      = "/opt/cni/bin"
 	DefaultK3sBinDir      = "/bin"
-	DefaultFlannelCIDR    = "10.42.0.0/16"
-	DefaultCalicoCIDR     = "192.168.0.0/16"
-	DefaultClusterCIDRv6  = "fd00:10:42::/56"
 	DefaultMultusMemLimit = "512Mi"
 	DevicePluginConfigMap = "sriovdp-config"
 	DevicePluginConfigKey = "config.json"
@@ -58,22 +36,24 @@ var defaultCNIPlugins = []string{"bandwidth", "bridge", "host-local", "loopback"
 // defaultNetdeviceDrivers are common SR-IOV VF kernel drivers.
 var defaultNetdeviceDrivers = []string{"iavf", "ixgbevf", "mlx5_core"}
 
-// Options is everything the objects depend on. The lead maps the lane
-// configuration to it; zero values take the defaults documented per field.
+// Options is everything the objects depend on. pkg/lane maps a validated
+// lane config to it (lane.CNIOptions); the fields that come from the lane
+// config are taken as they are, the others take the defaults documented per
+// field when zero.
 type Options struct {
-	// CNI is the primary network: "flannel" (default) or "calico".
+	// CNI is the primary network: config.CNIFlannel or config.CNICalico.
 	CNI string
 	// ResourcePrefix and ResourceName make the extended resource
-	// <prefix>/<name> (e.g. kubevirt.io/sriov_net). Both required.
+	// <prefix>/<name> (e.g. kubevirt.io/sriov_net).
 	ResourcePrefix string
 	ResourceName   string
 	// NodeSelectorKey/Value is the label on SR-IOV nodes; the sriov-cni and
-	// device plugin DaemonSets select on it. Key required.
+	// device plugin DaemonSets select on it.
 	NodeSelectorKey   string
 	NodeSelectorValue string
 	// PFNames are the PF interface names as seen inside the nodes. Required.
 	PFNames []string
-	// VFDriver is "vfio-pci" (default) or "netdevice".
+	// VFDriver is config.VFDriverVFIO or config.VFDriverNetdevice.
 	VFDriver string
 	// NetdeviceDrivers are the VF kernel drivers selected in netdevice mode
 	// (default iavf, ixgbevf, mlx5_core).
@@ -83,15 +63,8 @@ type Options struct {
 	// Namespace of sriov-cni, the device plugin and its ConfigMap
 	// (default kube-system).
 	Namespace string
-	// ClusterCIDR is the IPv4 pod network (default 10.42.0.0/16 for
-	// flannel, the k3s default; 192.168.0.0/16 for calico). Unused for
-	// IPFamily ipv6.
-	ClusterCIDR string
-	// IPFamily is "ipv4" (default), "ipv6" or "dual".
+	// IPFamily is config.IPFamilyIPv4, IPFamilyIPv6 or IPFamilyDual.
 	IPFamily string
-	// ClusterCIDRv6 is the IPv6 pod network for IPFamily ipv6 and dual
-	// (default DefaultClusterCIDRv6).
-	ClusterCIDRv6 string
 	// CNIConfDir and CNIBinDir are the node's CNI dirs; with k3s
 	// --flannel-backend=none containerd's defaults /etc/cni/net.d and
 	// /opt/cni/bin apply.
@@ -114,6 +87,10 @@ type Options struct {
 	// NetworkResourcesInjector deploys network-resources-injector (off by
 	// default; see nri.go).
 	NetworkResourcesInjector NRIOptions
+
+	// networks are the pod CIDRs for CNI and IPFamily (config.NetworksOf),
+	// set by withDefaults.
+	networks config.Networks
 }
 
 // CalicoOptions locate the pinned Calico manifests.
@@ -135,18 +112,11 @@ type CalicoOptions struct {
 	HTTPClient *http.Client
 }
 
-var labelValueRE = regexp.MustCompile(`^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`)
-var resourceNameRE = regexp.MustCompile(`^[A-Za-z0-9][-A-Za-z0-9_.]*$`)
-
-// withDefaults returns a copy with defaults filled in, or an error naming
-// the first invalid field.
+// withDefaults returns a copy with this package's own defaults filled in,
+// or an error naming the first invalid field. What the lane config holds
+// (CNI, IP family, VF driver, resource and node label) comes from a lane
+// config.Validate accepted, and is taken as it is.
 func (o Options) withDefaults() (Options, error) {
-	if o.CNI == "" {
-		o.CNI = CNIFlannel
-	}
-	if o.VFDriver == "" {
-		o.VFDriver = VFDriverVFIO
-	}
 	if o.Namespace == "" {
 		o.Namespace = DefaultNamespace
 	}
@@ -177,52 +147,7 @@ func (o Options) withDefaults() (Options, error) {
 	if len(o.Calico.Manifests) == 0 {
 		o.Calico.Manifests = slices.Clone(CalicoManifests)
 	}
-	switch o.CNI {
-	case CNIFlannel:
-		if o.ClusterCIDR == "" {
-			o.ClusterCIDR = DefaultFlannelCIDR
-		}
-	case CNICalico:
-		if o.ClusterCIDR == "" {
-			o.ClusterCIDR = DefaultCalicoCIDR
-		}
-	default:
-		return o, fmt.Errorf("cni %q: want %q or %q", o.CNI, CNIFlannel, CNICalico)
-	}
-	if p, err := netip.ParsePrefix(o.ClusterCIDR); err != nil || !p.Addr().Is4() {
-		return o, fmt.Errorf("cluster CIDR %q: an IPv4 prefix is required (%v)", o.ClusterCIDR, err)
-	}
-	if o.IPFamily == "" {
-		o.IPFamily = IPFamilyIPv4
-	}
-	switch o.IPFamily {
-	case IPFamilyIPv4:
-		o.ClusterCIDRv6 = ""
-	case IPFamilyIPv6, IPFamilyDual:
-		if o.ClusterCIDRv6 == "" {
-			o.ClusterCIDRv6 = DefaultClusterCIDRv6
-		}
-		if p, err := netip.ParsePrefix(o.ClusterCIDRv6); err != nil || !p.Addr().Is6() || p.Addr().Is4In6() {
-			return o, fmt.Errorf("IPv6 cluster CIDR %q: an IPv6 prefix is required (%v)", o.ClusterCIDRv6, err)
-		}
-	default:
-		return o, fmt.Errorf("IP family %q: want %q, %q or %q", o.IPFamily, IPFamilyIPv4, IPFamilyIPv6, IPFamilyDual)
-	}
-	if o.VFDriver != VFDriverVFIO && o.VFDriver != VFDriverNetdevice {
-		return o, fmt.Errorf("VF driver %q: want %q or %q", o.VFDriver, VFDriverVFIO, VFDriverNetdevice)
-	}
-	if o.ResourcePrefix == "" || o.ResourceName == "" {
-		return o, fmt.Errorf("resource prefix and name are required (got %q/%q)", o.ResourcePrefix, o.ResourceName)
-	}
-	if !resourceNameRE.MatchString(o.ResourceName) {
-		return o, fmt.Errorf("resource name %q: letters, digits, '-', '_' and '.' only", o.ResourceName)
-	}
-	if o.NodeSelectorKey == "" {
-		return o, fmt.Errorf("node selector label key is required")
-	}
-	if !labelValueRE.MatchString(o.NodeSelectorValue) || len(o.NodeSelectorValue) > 63 {
-		return o, fmt.Errorf("node selector label value %q is not a valid label value", o.NodeSelectorValue)
-	}
+	o.networks = config.NetworksOf(o.CNI, o.IPFamily)
 	for _, p := range o.CNIPlugins {
 		if p == "" || strings.ContainsAny(p, "/\\") || strings.HasPrefix(p, ".") {
 			return o, fmt.Errorf("CNI plugin name %q: a plain file name is required", p)

@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
+
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 )
 
 // Smoke object names (`sriov-lane verify`).
@@ -62,7 +64,7 @@ func smokeObjects(o Options) ([]runtime.Object, error) {
 	conf := sriovNetConf{CNIVersion: "0.3.1", Name: SmokeNetworkName, Type: "sriov"}
 	// A vfio-pci VF has no kernel netdev to address; in netdevice mode the
 	// VF interface gets an address so the pod can ping through it.
-	if o.VFDriver == VFDriverNetdevice {
+	if o.VFDriver == config.VFDriverNetdevice {
 		conf.IPAM = map[string]any{"type": "host-local", "subnet": SmokeSubnet}
 	}
 	cfg, err := json.Marshal(conf)

@@ -17,8 +17,10 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/sriov-lane/sriov-lane/pkg/config"
+	"github.com/sriov-lane/sriov-lane/pkg/kube"
 )
 
 // VerifySmoke looks inside the smoke pod, once Ready (WaitPodsReady), for
@@ -29,7 +31,8 @@ import (
 // report gets each passed check and what it found; the first failure ends
 // the checks with an error naming the pod, the check, what was expected and
 // found, and the pod's last events.
-func VerifySmoke(ctx context.Context, cfg *rest.Config, cs kubernetes.Interface, o Options, report func(check, found string)) (PCIDevice, error) {
+func VerifySmoke(ctx context.Context, kc *kube.Clients, o Options, report func(check, found string)) (PCIDevice, error) {
+	cs := kc.Typed
 	o, err := o.withDefaults()
 	if err != nil {
 		return PCIDevice{}, fmt.Errorf("network component options: %w", err)
@@ -44,7 +47,9 @@ func VerifySmoke(ctx context.Context, cfg *rest.Config, cs kubernetes.Interface,
 		return fail(&CheckError{Check: CheckPodReady, Expected: "a Ready pod", Found: "phase " + string(pod.Status.Phase) + ", not Ready"})
 	}
 	report(CheckPodReady, fmt.Sprintf("%s/%s on node %s", ns, pod.Name, pod.Spec.NodeName))
-	run := func(cmd ...string) CmdOutput { return execInPod(ctx, cfg, cs, ns, pod.Name, SmokeContainer, cmd...) }
+	run := func(cmd ...string) CmdOutput {
+		return execInPod(ctx, kc.Config, cs, ns, pod.Name, SmokeContainer, cmd...)
+	}
 
 	dev, found, err := checkPCIDeviceEnv(run("env"), PCIDeviceEnvName(o.ResourcePrefix, o.ResourceName))
 	if err != nil {
@@ -52,13 +57,13 @@ func VerifySmoke(ctx context.Context, cfg *rest.Config, cs kubernetes.Interface,
 	}
 	report(CheckPCIDeviceEnv, found)
 	switch o.VFDriver {
-	case VFDriverVFIO:
+	case config.VFDriverVFIO:
 		found, err := checkVFIODevices(run("ls", "-l", "/dev/vfio/"), dev)
 		if err != nil {
 			return fail(err)
 		}
 		report(CheckVFIODevice, found)
-	case VFDriverNetdevice:
+	case config.VFDriverNetdevice:
 		st, found, err := checkNetworkStatus(pod.Annotations[nadv1.NetworkStatusAnnot], ns+"/"+SmokeNetworkName, dev, netip.MustParsePrefix(SmokeSubnet))
 		if err != nil {
 			return fail(err)
@@ -150,12 +155,8 @@ func waitPodGone(ctx context.Context, cs kubernetes.Interface, namespace, name s
 // pod's delegates from its cache, but without that cache it loads them
 // from the NAD again (k8snetworkplumbingwg/multus-cni
 // pkg/multus/multus.go@v4.3.0 CmdDel).
-func DeleteSmokeNetwork(ctx context.Context, cfg *rest.Config, namespace string) error {
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return fmt.Errorf("creating dynamic client: %w", err)
-	}
-	err = dyn.Resource(nadGVR).Namespace(namespace).Delete(ctx, SmokeNetworkName, metav1.DeleteOptions{})
+func DeleteSmokeNetwork(ctx context.Context, dyn dynamic.Interface, namespace string) error {
+	err := dyn.Resource(nadGVR).Namespace(namespace).Delete(ctx, SmokeNetworkName, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting NetworkAttachmentDefinition %s/%s: %w", namespace, SmokeNetworkName, err)
 	}

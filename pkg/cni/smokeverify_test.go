@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/sriov-lane/sriov-lane/pkg/kube"
 )
 
 func smokePod() *corev1.Pod {
@@ -113,7 +115,7 @@ func TestVerifySmokeNeedsReadyPod(t *testing.T) {
 	cs := fake.NewClientset(p)
 	o := defaultTestOptions()
 	var lines []string
-	_, err := VerifySmoke(t.Context(), nil, cs, o, func(check, found string) { lines = append(lines, check) })
+	_, err := VerifySmoke(t.Context(), &kube.Clients{Typed: cs}, o, func(check, found string) { lines = append(lines, check) })
 	wantCheck(t, err, CheckPodReady, "expected a Ready pod; found phase Pending, not Ready", "on node k3d-sriov-agent-0")
 	if len(lines) != 0 {
 		t.Errorf("reported %v before the pod was Ready", lines)

@@ -114,7 +114,7 @@ func TestWaitDaemonSets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Apply(t.Context(), cfg, objs, nil); err != nil {
+	if err := Apply(t.Context(), clients(t, cfg), objs, nil); err != nil {
 		t.Fatal(err)
 	}
 	var dss []nsName

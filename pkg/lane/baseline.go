@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -17,20 +16,16 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/rest"
 
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
+	"github.com/sriov-lane/sriov-lane/pkg/atomicfile"
+	"github.com/sriov-lane/sriov-lane/pkg/config"
+	"github.com/sriov-lane/sriov-lane/pkg/kube"
 )
 
 // baselineVersion is the format of the baseline file; a reset that finds
 // another refuses it rather than guess.
 const baselineVersion = 1
-
-// BaselinePath is where up records what the cluster held when it finished,
-// for reset. It lives in the lane dir: down removes it with the lane.
-func BaselinePath(l *config.Lane) string { return filepath.Join(l.LaneDir(), "baseline.json") }
 
 // objectRef names one cluster-scoped object (namespaces are cluster-scoped
 // too) by type, name and UID. The UID is what tells an object up left
@@ -91,31 +86,6 @@ type apiState struct {
 	ListErrors map[schema.GroupVersionResource]error
 }
 
-// clusterClients are what baseline and reset read and delete through.
-// Lists go through the metadata client: names, UIDs, labels and finalizers
-// are all they need, and a full list of CRDs alone runs to megabytes.
-type clusterClients struct {
-	disc *discovery.DiscoveryClient
-	md   metadata.Interface
-	cs   kubernetes.Interface
-}
-
-func newClusterClients(cfg *rest.Config) (*clusterClients, error) {
-	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("creating discovery client: %w", err)
-	}
-	md, err := metadata.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("creating metadata client: %w", err)
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return &clusterClients{disc: disc, md: md, cs: cs}, nil
-}
-
 var (
 	namespacesGVR  = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
 	apiServicesGVR = schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
@@ -148,8 +118,8 @@ type resourceType struct {
 // (an aggregated API: its objects are that server's business, and often a
 // view of custom resources read here anyway, as Calico's projectcalico.org
 // is), are reported as unlisted.
-func readCluster(ctx context.Context, cl *clusterClients, skip func(schema.GroupResource) bool) (*apiState, error) {
-	lists, err := cl.disc.ServerPreferredResourcesWithContext(ctx)
+func readCluster(ctx context.Context, kc *kube.Clients, skip func(schema.GroupResource) bool) (*apiState, error) {
+	lists, err := kc.Discovery.ServerPreferredResourcesWithContext(ctx)
 	st := &apiState{ListErrors: map[schema.GroupVersionResource]error{}}
 	if err != nil {
 		failed, ok := discovery.GroupDiscoveryFailedErrorGroups(err)
@@ -179,7 +149,7 @@ func readCluster(ctx context.Context, cl *clusterClients, skip func(schema.Group
 		if t.gvr.GroupResource() != apiServicesGVR.GroupResource() {
 			continue
 		}
-		objs, err := listType(ctx, cl.md, t)
+		objs, err := listType(ctx, kc.Metadata, t)
 		if err != nil {
 			return nil, fmt.Errorf("listing APIServices: %w", err)
 		}
@@ -223,7 +193,7 @@ func readCluster(ctx context.Context, cl *clusterClients, skip func(schema.Group
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			objs, err := listType(ctx, cl.md, t)
+			objs, err := listType(ctx, kc.Metadata, t)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -274,8 +244,8 @@ func sortObjects(objs []clusterObject) {
 }
 
 // recordBaseline reads the cluster as it is now.
-func recordBaseline(ctx context.Context, cl *clusterClients, now time.Time) (*baseline, error) {
-	st, err := readCluster(ctx, cl, nil)
+func recordBaseline(ctx context.Context, kc *kube.Clients, now time.Time) (*baseline, error) {
+	st, err := readCluster(ctx, kc, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -295,15 +265,15 @@ func recordBaseline(ctx context.Context, cl *clusterClients, now time.Time) (*ba
 	return b, nil
 }
 
-// saveBaseline writes b into the lane dir. A file there is not a host
-// change (down removes the dir), so it is not journalled; it is written
-// atomically so that a kill leaves the previous file or none.
+// saveBaseline writes b into the lane dir, where down removes it with the
+// lane. A file there is not a host change, so it is not journalled; it is
+// written atomically so that a kill leaves the previous file or none.
 func saveBaseline(l *config.Lane, b *baseline) error {
 	data, err := json.MarshalIndent(b, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(BaselinePath(l), append(data, '\n')); err != nil {
+	if err := atomicfile.Write(l.Dir().Baseline(), append(data, '\n'), 0o600); err != nil {
 		return fmt.Errorf("saving the baseline: %w", err)
 	}
 	return nil
@@ -313,39 +283,35 @@ func saveBaseline(l *config.Lane, b *baseline) error {
 var errNoBaseline = errors.New("no baseline")
 
 func loadBaseline(l *config.Lane) (*baseline, error) {
-	data, err := os.ReadFile(BaselinePath(l))
+	data, err := os.ReadFile(l.Dir().Baseline())
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("lane %s has %w (%s): it was brought up by a sriov-lane that did not record one; run 'sriov-lane down --name %s', then 'sriov-lane up', to get a lane that can be reset",
-			l.Name, errNoBaseline, BaselinePath(l), l.Name)
+			l.Name, errNoBaseline, l.Dir().Baseline(), l.Name)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("lane %s: reading its baseline: %w", l.Name, err)
 	}
 	var b baseline
 	if err := json.Unmarshal(data, &b); err != nil {
-		return nil, fmt.Errorf("lane %s: reading its baseline %s: %w", l.Name, BaselinePath(l), err)
+		return nil, fmt.Errorf("lane %s: reading its baseline %s: %w", l.Name, l.Dir().Baseline(), err)
 	}
 	if b.Version != baselineVersion {
 		return nil, fmt.Errorf("lane %s: its baseline %s has version %d, this sriov-lane reads %d; run 'sriov-lane down --name %s', then 'sriov-lane up'",
-			l.Name, BaselinePath(l), b.Version, baselineVersion, l.Name)
+			l.Name, l.Dir().Baseline(), b.Version, baselineVersion, l.Name)
 	}
 	return &b, nil
 }
 
 // stepRecordBaseline is up's last step: what the cluster holds now, after
 // the components and the post-up hooks, is what reset returns the lane to.
-func stepRecordBaseline(ctx context.Context, c *Context) error {
-	cl, err := newClusterClients(c.Rest)
-	if err != nil {
-		return err
-	}
-	b, err := recordBaseline(ctx, cl, time.Now())
+func stepRecordBaseline(ctx context.Context, c *Session) error {
+	b, err := recordBaseline(ctx, c.Kube, time.Now())
 	if err != nil {
 		return fmt.Errorf("recording what the cluster holds for reset: %w", err)
 	}
-	c.Status.Detailf("%d namespaces, %d cluster-scoped objects", len(b.Namespaces), len(b.Objects))
+	c.Progress.Detailf("%d namespaces, %d cluster-scoped objects", len(b.Namespaces), len(b.Objects))
 	if len(b.Unlisted) > 0 {
-		c.Status.Detailf("not read (reset leaves them alone): %s", strings.Join(b.Unlisted, ", "))
+		c.Progress.Detailf("not read (reset leaves them alone): %s", strings.Join(b.Unlisted, ", "))
 	}
 	return saveBaseline(c.Lane, b)
 }

@@ -2,6 +2,7 @@ package lane
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -12,7 +13,7 @@ import (
 	"github.com/docker/docker/client"
 	"golang.org/x/sys/unix"
 
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/provider"
 )
 
@@ -36,7 +37,8 @@ type CheckResult struct {
 // Checker runs the preflight checks. It changes nothing on the host.
 type Checker struct {
 	Lane *config.Lane
-	// Docker may be nil: the docker check then connects from the environment.
+	// Docker is the command run's Docker client; nil: the docker check
+	// connects from the environment.
 	Docker *client.Client
 	// PFs lists PF candidates; injected so check and up share discovery.
 	PFs func(ctx context.Context) (PFReport, error)
@@ -129,16 +131,12 @@ func Failed(results []CheckResult) bool {
 }
 
 func (c *Checker) checkDocker(ctx context.Context, add func(string, CheckStatus, string, string)) {
-	cli := c.Docker
-	if cli == nil {
-		var err error
-		cli, err = client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-		if err != nil {
-			add("docker", Fail, err.Error(), "check DOCKER_HOST")
-			return
-		}
-		defer cli.Close()
+	cli, release, err := dockerFor(c.Docker)
+	if err != nil {
+		add("docker", Fail, err.Error(), "check DOCKER_HOST")
+		return
 	}
+	defer release()
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	ping, err := cli.Ping(pctx)
@@ -148,12 +146,12 @@ func (c *Checker) checkDocker(ctx context.Context, add func(string, CheckStatus,
 		return
 	}
 	add("docker", Pass, "Docker API "+ping.APIVersion, "")
-	if nodes, err := provider.NewWithClient(cli).Nodes(pctx, c.Lane.ClusterName()); err != nil {
-		add("cluster-name", Fail, "listing k3d clusters: "+err.Error(), "check Docker")
-	} else if len(nodes) > 0 {
-		add("cluster-name", Fail, fmt.Sprintf("a k3d cluster named %s already exists (%d nodes)", c.Lane.ClusterName(), len(nodes)),
-			"pick another --name, or 'sriov-lane down --name "+c.Lane.Name+"' if it is this tool's lane")
-	} else {
+	switch err := provider.NewWithClient(cli).RefuseExisting(pctx, c.Lane.ClusterName(), c.Lane.RegistryEnabled()); {
+	case errors.Is(err, provider.ErrExists):
+		add("cluster-name", Fail, err.Error(), "pick another --name, or 'sriov-lane down --name "+c.Lane.Name+"' if it is this tool's lane")
+	case err != nil:
+		add("cluster-name", Fail, "looking for k3d cluster "+c.Lane.ClusterName()+": "+err.Error(), "check Docker")
+	default:
 		add("cluster-name", Pass, "no k3d cluster named "+c.Lane.ClusterName(), "")
 	}
 	if _, err := cli.ImageInspect(pctx, c.Lane.K3sImage); err == nil {
@@ -196,7 +194,7 @@ func (c *Checker) checkSysfs(add func(string, CheckStatus, string, string)) {
 
 func (c *Checker) checkPFs(ctx context.Context, add func(string, CheckStatus, string, string)) {
 	l := c.Lane
-	need := l.Agents * l.PFsPerNode
+	need := l.PFsNeeded()
 	if c.PFs == nil {
 		add("pfs", Fail, "PF discovery unavailable", "")
 		return
@@ -210,7 +208,7 @@ func (c *Checker) checkPFs(ctx context.Context, add func(string, CheckStatus, st
 	for _, pf := range rep.Usable {
 		st := Pass
 		msg := fmt.Sprintf("%s (%s) driver %s, totalvfs %d", pf.Name, pf.PCI, pf.Driver, pf.TotalVFs)
-		if pf.TotalVFs < l.VFsPerPF {
+		if !l.EnoughVFs(pf.TotalVFs) {
 			st = Warn
 			msg += fmt.Sprintf(": fewer than vfsPerPF=%d, not usable", l.VFsPerPF)
 		} else {

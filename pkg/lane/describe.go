@@ -4,18 +4,16 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 
 	"github.com/docker/docker/client"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
-	"github.com/sriov-lane/sriov-lane/pkg/lane/journal"
+	"github.com/sriov-lane/sriov-lane/pkg/config"
+	"github.com/sriov-lane/sriov-lane/pkg/journal"
+	"github.com/sriov-lane/sriov-lane/pkg/kube"
 	"github.com/sriov-lane/sriov-lane/pkg/provider"
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
 )
@@ -24,7 +22,7 @@ import (
 type LaneStatus struct {
 	Name string `json:"name"`
 	// Health is "healthy", or "degraded" when a PF is not where up put it
-	// (Problems say why and what to do).
+	// or its VFs are not as configured (Problems say why and what to do).
 	Health   string       `json:"health"`
 	Problems []string     `json:"problems,omitempty"`
 	Pending  int          `json:"pendingJournalEntries"`
@@ -44,21 +42,21 @@ type NodeStatus struct {
 
 // PFStatus is one leased PF: where it is now, its VFs and its lease.
 type PFStatus struct {
-	Name       string            `json:"name"`
-	PCI        string            `json:"pci"`
-	Node       string            `json:"node,omitempty"`
-	NameInNode string            `json:"nameInNode,omitempty"`
-	State      string            `json:"state,omitempty"`
-	NumVFs     int               `json:"numVFs"`
-	VFDrivers  map[string]int    `json:"vfDrivers,omitempty"`
-	LeasedBy   string            `json:"leasedBy,omitempty"`
-	Extra      map[string]string `json:"extra,omitempty"`
+	Name       string         `json:"name"`
+	PCI        string         `json:"pci"`
+	Node       string         `json:"node,omitempty"`
+	NameInNode string         `json:"nameInNode,omitempty"`
+	State      string         `json:"state,omitempty"`
+	NumVFs     int            `json:"numVFs"`
+	VFDrivers  map[string]int `json:"vfDrivers,omitempty"`
+	LeasedBy   string         `json:"leasedBy,omitempty"`
 }
 
 // Describe gathers a lane's status from its journal, Docker, the node
-// network namespaces, sysfs and the API. It changes nothing.
-func Describe(ctx context.Context, l *config.Lane) (*LaneStatus, error) {
-	entries, err := journal.Read(JournalPath(l))
+// network namespaces, sysfs and the API. It changes nothing. docker is the
+// command run's Docker client (nil: one of its own).
+func Describe(ctx context.Context, l *config.Lane, docker *client.Client) (*LaneStatus, error) {
+	entries, err := journal.Read(l.Dir().Journal())
 	if err != nil {
 		return nil, fmt.Errorf("lane %s: %w", l.Name, err)
 	}
@@ -68,21 +66,21 @@ func Describe(ctx context.Context, l *config.Lane) (*LaneStatus, error) {
 			st.Pending++
 		}
 	}
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	cli, release, err := dockerFor(docker)
 	if err != nil {
 		return nil, err
 	}
-	defer cli.Close()
+	defer release()
 	p := provider.NewWithClient(cli)
 	nodes, err := p.Nodes(ctx, l.ClusterName())
 	if err != nil {
 		st.Notes = append(st.Notes, "listing nodes: "+err.Error())
 	}
-	cs := clientsetFor(l)
+	kc := connectKube(l)
 	for _, n := range nodes {
 		ns := NodeStatus{Name: n.Name, Role: n.Role, Container: shortID(n.ContainerID)}
-		if cs != nil {
-			if node, err := cs.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{}); err == nil {
+		if kc != nil {
+			if node, err := kc.Typed.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{}); err == nil {
 				for _, c := range node.Status.Conditions {
 					if c.Type == "Ready" {
 						ns.Ready = string(c.Status)
@@ -97,13 +95,13 @@ func Describe(ctx context.Context, l *config.Lane) (*LaneStatus, error) {
 	}
 	leases, _ := sriov.NewLeaser(l.StateDir).Leases()
 	sys := sriov.Sysfs{Root: l.SysfsRoot}
-	for _, pl := range PlacementsFromJournal(entries) {
+	for _, pl := range sriov.Placements(entries) {
 		ps := PFStatus{Name: pl.PF.Name, PCI: pl.PF.PCI}
 		if ls, ok := leases[pl.PF.PCI]; ok {
 			ps.LeasedBy = ls.Lane
 		}
 		ps.NumVFs, _ = sys.ReadInt(pl.PF.PCI, "sriov_numvfs")
-		ps.VFDrivers = vfDrivers(sys, pl.PF.PCI)
+		ps.VFDrivers = sys.VFDrivers(pl.PF.PCI)
 		if problem := locatePF(ctx, l, cli, nodes, pl, &ps); problem != "" {
 			st.Problems = append(st.Problems, problem)
 		} else if problem := vfProblem(l, sys, pl.PF.PCI); problem != "" {
@@ -120,7 +118,7 @@ func Describe(ctx context.Context, l *config.Lane) (*LaneStatus, error) {
 
 // locatePF fills in where the PF is and returns what is wrong, if anything:
 // a PF up put into an agent must be in that agent's current netns.
-func locatePF(ctx context.Context, l *config.Lane, cli *client.Client, nodes []provider.Node, pl Placement, ps *PFStatus) string {
+func locatePF(ctx context.Context, l *config.Lane, cli *client.Client, nodes []provider.Node, pl sriov.Placement, ps *PFStatus) string {
 	ps.Node = pl.Node
 	var agent *provider.Node
 	for i := range nodes {
@@ -133,7 +131,7 @@ func locatePF(ctx context.Context, l *config.Lane, cli *client.Client, nodes []p
 		return fmt.Sprintf("%s: agent %s is gone (container removed); its PF waits in the pinned netns: run 'sriov-lane down --name %s'", pl.PF, pl.Node, l.Name)
 	}
 	w, err := sriov.Locate(ctx, sriov.ContainerTarget{ID: agent.ContainerID, Name: agent.Name, Docker: cli},
-		sriov.PinnedTarget{Path: PinPath(l, pl.Node), Name: pl.Node}, pl.PF.MAC)
+		sriov.PinnedTarget{Path: l.Dir().Pin(pl.Node), Name: pl.Node}, pl.PF.MAC)
 	if err != nil {
 		ps.State = "unknown"
 		return fmt.Sprintf("%s: cannot tell where it is: %v", pl.PF, err)
@@ -154,20 +152,18 @@ func locatePF(ctx context.Context, l *config.Lane, cli *client.Client, nodes []p
 	}
 }
 
-func clientsetFor(l *config.Lane) kubernetes.Interface {
-	kc := KubeconfigPath(l)
+// connectKube connects to the lane's cluster: nil when the lane has no
+// kubeconfig (up did not get that far) or it is unusable.
+func connectKube(l *config.Lane) *kube.Clients {
+	kc := l.KubeconfigPath()
 	if _, err := os.Stat(kc); err != nil {
 		return nil
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", kc)
+	c, err := kube.Connect(kc)
 	if err != nil {
 		return nil
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil
-	}
-	return cs
+	return c
 }
 
 // vfProblem says how the VFs of the PF at pci differ from what up made
@@ -181,14 +177,14 @@ func vfProblem(l *config.Lane, sys sriov.Sysfs, pci string) string {
 	if n != l.VFsPerPF {
 		return fmt.Sprintf("%d VFs, want %d", n, l.VFsPerPF)
 	}
-	want := "vfio-pci"
-	ok := func(d string) bool { return d == sriov.ModeVFIO }
+	want := config.VFDriverVFIO
+	ok := func(d string) bool { return d == config.VFDriverVFIO }
 	if l.VFDriver == config.VFDriverNetdevice {
 		want = "a kernel driver"
-		ok = func(d string) bool { return d != sriov.ModeVFIO && d != "none" }
+		ok = func(d string) bool { return d != config.VFDriverVFIO && d != "none" }
 	}
 	var wrong []string
-	for d, k := range vfDrivers(sys, pci) {
+	for d, k := range sys.VFDrivers(pci) {
 		if !ok(d) {
 			wrong = append(wrong, fmt.Sprintf("%d on %s", k, d))
 		}
@@ -198,23 +194,6 @@ func vfProblem(l *config.Lane, sys sriov.Sysfs, pci string) string {
 	}
 	sort.Strings(wrong)
 	return fmt.Sprintf("VFs %s, want all on %s", strings.Join(wrong, ", "), want)
-}
-
-func vfDrivers(sys sriov.Sysfs, pci string) map[string]int {
-	matches, _ := filepath.Glob(filepath.Join(sys.Device(pci), "virtfn*"))
-	out := map[string]int{}
-	for _, m := range matches {
-		target, err := os.Readlink(m)
-		if err != nil {
-			continue
-		}
-		drv, err := sys.Driver(filepath.Base(target))
-		if err != nil || drv == "" {
-			drv = "none"
-		}
-		out[drv]++
-	}
-	return out
 }
 
 func shortID(id string) string {

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
 )
 

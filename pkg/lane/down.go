@@ -6,17 +6,19 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"sort"
 	"time"
 
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
-	"github.com/sriov-lane/sriov-lane/pkg/lane/journal"
+	"github.com/docker/docker/client"
+
+	"github.com/sriov-lane/sriov-lane/pkg/config"
+	"github.com/sriov-lane/sriov-lane/pkg/journal"
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
 )
 
 // DownOptions tune Down.
 type DownOptions struct {
+	// Docker is the command run's Docker client (nil: Down makes its own).
+	Docker  *client.Client
 	Out     io.Writer
 	Verbose bool
 	// Force keeps going past a failed undo and returns PFs to the current
@@ -37,7 +39,7 @@ type DownReport struct {
 // name and state dir, when there is one: `down --name N` then acts exactly
 // on what `up` made, whatever flags it is given now.
 func ResolveSaved(l *config.Lane) (*config.Lane, error) {
-	b, err := os.ReadFile(SavedConfigPath(l))
+	b, err := os.ReadFile(l.Dir().SavedConfig())
 	if errors.Is(err, os.ErrNotExist) {
 		return l, nil
 	}
@@ -48,7 +50,7 @@ func ResolveSaved(l *config.Lane) (*config.Lane, error) {
 	if err := config.DecodeStrict(b, saved); err != nil {
 		// The journal alone is enough to tear down; never let a damaged
 		// copy of the config keep PFs away from the host.
-		fmt.Fprintf(os.Stderr, "warning: ignoring unreadable saved config %s (%v); using the given settings\n", SavedConfigPath(l), err)
+		fmt.Fprintf(os.Stderr, "warning: ignoring unreadable saved config %s (%v); using the given settings\n", l.Dir().SavedConfig(), err)
 		return l, nil
 	}
 	config.SetDefaults(saved)
@@ -59,28 +61,28 @@ func ResolveSaved(l *config.Lane) (*config.Lane, error) {
 // names, original netns, numvfs 0), then cluster and registry, then leases.
 func Down(ctx context.Context, l *config.Lane, opts DownOptions) (DownReport, error) {
 	var rep DownReport
-	if _, err := os.Stat(JournalPath(l)); errors.Is(err, os.ErrNotExist) {
+	if !l.Dir().Exists() {
 		// An up killed before its journal existed changed nothing on the
 		// host but may have left its (empty) directory.
 		removeLaneDir(l)
 		rep.NothingToDo = true
 		return rep, nil
 	}
-	c, closeLane, err := openLane(l, opts.Out, opts.Verbose)
+	c, closeLane, err := openLane(l, opts.Docker, opts.Out, opts.Verbose)
 	if err != nil {
 		return rep, err
 	}
 	defer closeLane()
-	j, cli, status := c.Journal, c.Docker, c.Status
+	j, cli, progress := c.Journal, c.Docker, c.Progress
 
 	if len(l.Hooks.PreDown) > 0 {
-		kc := KubeconfigPath(l)
-		status.Start("pre-down hooks")
-		err := runHooks(ctx, c, "pre-down", l.Hooks.PreDown, kc, PlacementsFromJournal(j.Entries()))
-		status.End(err)
+		kc := l.KubeconfigPath()
+		progress.Start("pre-down hooks")
+		err := runHooks(ctx, c, "pre-down", l.Hooks.PreDown, kc)
+		progress.End(err)
 		if err != nil {
 			// A failing hook must not keep NICs away from the host.
-			status.Infof("%v; tearing down anyway", err)
+			progress.Infof("%v; tearing down anyway", err)
 		}
 	}
 
@@ -89,17 +91,17 @@ func Down(ctx context.Context, l *config.Lane, opts DownOptions) (DownReport, er
 		// and the kernel blocks unbinding it until QEMU lets go. Stopping
 		// the agents ends every such holder; their netns are pinned, so the
 		// PFs and VF netdevs in them stay reachable.
-		status.Start("stop agents")
+		progress.Start("stop agents")
 		err := c.Provider.StopAgents(ctx, l.ClusterName())
-		status.End(err)
+		progress.End(err)
 		if err != nil {
 			// Not fatal: each VF undo still waits for its holders, bounded,
 			// and names them.
-			status.Infof("%v; going on", err)
+			progress.Infof("%v; going on", err)
 		}
 	}
 
-	status.Start("return PFs and delete lane")
+	progress.Start("return PFs and delete lane")
 	u := undoers(l, cli, c.Provider, opts.Force)
 	var started time.Time
 	err = journal.Reverse(ctx, j, u, journal.ReverseOptions{
@@ -115,7 +117,7 @@ func Down(ctx context.Context, l *config.Lane, opts DownOptions) (DownReport, er
 			c.reportUndo(e, note, err)
 		},
 	})
-	status.End(err)
+	progress.End(err)
 	if err != nil {
 		return rep, fmt.Errorf("lane %s: %w\nthe journal %s keeps what is left: fix the cause and run down again (--force to continue past failures)", l.Name, err, j.Path())
 	}
@@ -132,34 +134,4 @@ func hasPending(j *journal.Journal, op string) bool {
 		}
 	}
 	return false
-}
-
-// PlacementsFromJournal reconstructs where each PF went from the journal.
-func PlacementsFromJournal(entries []journal.Entry) []Placement {
-	var out []Placement
-	for _, e := range entries {
-		if e.Op != sriov.OpMove || e.Undone {
-			continue
-		}
-		var r sriov.MoveRecord
-		if err := e.Decode(&r); err != nil || r.What != "PF" {
-			continue
-		}
-		out = append(out, Placement{PF: sriov.PF{Name: r.Name, PCI: r.PCI, MAC: r.MAC}, Node: r.TargetDesc, NameIn: r.MovedAs})
-	}
-	return out
-}
-
-// Lanes lists the names of lanes with a journal under stateDir.
-func Lanes(stateDir string) ([]string, error) {
-	matches, err := filepath.Glob(filepath.Join(stateDir, "lanes", "*", journal.FileName))
-	if err != nil {
-		return nil, err
-	}
-	var names []string
-	for _, m := range matches {
-		names = append(names, filepath.Base(filepath.Dir(m)))
-	}
-	sort.Strings(names)
-	return names, nil
 }

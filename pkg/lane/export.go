@@ -14,13 +14,12 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
-	"github.com/vishvananda/netlink"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
-	"github.com/sriov-lane/sriov-lane/pkg/lane/journal"
+	"github.com/sriov-lane/sriov-lane/pkg/config"
+	"github.com/sriov-lane/sriov-lane/pkg/journal"
 	"github.com/sriov-lane/sriov-lane/pkg/provider"
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
 )
@@ -29,8 +28,9 @@ import (
 // alone into dir/<lane>: node container logs, pod logs and events, each
 // node's links, the SR-IOV sysfs state of the lane's PFs, the journal and the
 // saved config. It changes nothing and keeps going past what it cannot read,
-// listing those failures in errors.txt.
-func ExportLogs(ctx context.Context, l *config.Lane, dir string) (string, error) {
+// listing those failures in errors.txt. docker is the command run's Docker
+// client (nil: one of its own).
+func ExportLogs(ctx context.Context, l *config.Lane, docker *client.Client, dir string) (string, error) {
 	out := filepath.Join(dir, l.Name)
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return "", err
@@ -41,14 +41,14 @@ func ExportLogs(ctx context.Context, l *config.Lane, dir string) (string, error)
 			problems = append(problems, fmt.Sprintf("%s: %v", what, err))
 		}
 	}
-	note("journal", copyFile(JournalPath(l), filepath.Join(out, "journal.jsonl")))
-	note("lane config", copyFile(SavedConfigPath(l), filepath.Join(out, "lane.yaml")))
+	note("journal", copyFile(l.Dir().Journal(), filepath.Join(out, "journal.jsonl")))
+	note("lane config", copyFile(l.Dir().SavedConfig(), filepath.Join(out, "lane.yaml")))
 
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	cli, release, err := dockerFor(docker)
 	if err != nil {
 		return out, err
 	}
-	defer cli.Close()
+	defer release()
 	p := provider.NewWithClient(cli)
 	nodes, err := p.Nodes(ctx, l.ClusterName())
 	note("listing nodes", err)
@@ -56,15 +56,15 @@ func ExportLogs(ctx context.Context, l *config.Lane, dir string) (string, error)
 		nd := filepath.Join(out, "nodes", n.Name)
 		os.MkdirAll(nd, 0o755)
 		note(n.Name+" logs", containerLogs(ctx, cli, n.ContainerID, filepath.Join(nd, "container.log")))
-		note(n.Name+" links", nodeLinks(ctx, n, filepath.Join(nd, "links.txt")))
+		note(n.Name+" links", nodeLinks(ctx, sriov.ContainerTarget{ID: n.ContainerID, Name: n.Name, Docker: cli}, filepath.Join(nd, "links.txt")))
 	}
 	note("registry logs", containerLogs(ctx, cli, provider.RegistryName(l.ClusterName()), filepath.Join(out, "registry.log")))
 
-	if entries, err := journal.Read(JournalPath(l)); err == nil {
-		note("sysfs state", sysfsState(sriov.Sysfs{Root: l.SysfsRoot}, PlacementsFromJournal(entries), filepath.Join(out, "sriov-sysfs.txt")))
+	if entries, err := journal.Read(l.Dir().Journal()); err == nil {
+		note("sysfs state", sysfsState(sriov.Sysfs{Root: l.SysfsRoot}, sriov.Placements(entries), filepath.Join(out, "sriov-sysfs.txt")))
 	}
-	if cs := clientsetFor(l); cs != nil {
-		note("cluster", clusterState(ctx, cs, out))
+	if kc := connectKube(l); kc != nil {
+		note("cluster", clusterState(ctx, kc.Typed, out))
 	} else {
 		problems = append(problems, "cluster: no kubeconfig for the lane")
 	}
@@ -100,18 +100,8 @@ func containerLogs(ctx context.Context, cli *client.Client, id, dst string) erro
 	return nil
 }
 
-func nodeLinks(ctx context.Context, n provider.Node, dst string) error {
-	h, err := n.Netns(ctx)
-	if err != nil {
-		return err
-	}
-	defer h.Close()
-	nh, err := netlink.NewHandleAt(h)
-	if err != nil {
-		return err
-	}
-	defer nh.Close()
-	links, err := nh.LinkList()
+func nodeLinks(ctx context.Context, node sriov.NetnsTarget, dst string) error {
+	links, err := sriov.Links(ctx, node)
 	if err != nil {
 		return err
 	}
@@ -123,10 +113,10 @@ func nodeLinks(ctx context.Context, n provider.Node, dst string) error {
 	return os.WriteFile(dst, []byte(b.String()), 0o644)
 }
 
-func sysfsState(sys sriov.Sysfs, placements []Placement, dst string) error {
+func sysfsState(sys sriov.Sysfs, placements []sriov.Placement, dst string) error {
 	var b strings.Builder
 	for _, p := range placements {
-		fmt.Fprintf(&b, "%s (%s) in %s as %s\n", p.PF.Name, p.PF.PCI, p.Node, p.NameIn)
+		fmt.Fprintf(&b, "%s (%s) in %s as %s\n", p.PF.Name, p.PF.PCI, p.Node, p.NameInNode)
 		for _, attr := range []string{"sriov_totalvfs", "sriov_numvfs", "sriov_drivers_autoprobe"} {
 			v, err := sys.ReadAttr(p.PF.PCI, attr)
 			if err != nil {
@@ -134,7 +124,7 @@ func sysfsState(sys sriov.Sysfs, placements []Placement, dst string) error {
 			}
 			fmt.Fprintf(&b, "  %s: %s\n", attr, v)
 		}
-		drivers := vfDrivers(sys, p.PF.PCI)
+		drivers := sys.VFDrivers(p.PF.PCI)
 		keys := make([]string, 0, len(drivers))
 		for k := range drivers {
 			keys = append(keys, k)

@@ -12,8 +12,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
-	"github.com/sriov-lane/sriov-lane/pkg/lane/journal"
+	"github.com/sriov-lane/sriov-lane/pkg/atomicfile"
+	"github.com/sriov-lane/sriov-lane/pkg/config"
+	"github.com/sriov-lane/sriov-lane/pkg/journal"
+	"github.com/sriov-lane/sriov-lane/pkg/statedir"
 )
 
 // OpHostSysctls journals the lane's share of the host sysctls its nodes'
@@ -63,7 +65,7 @@ func defaultSysctlHost(l *config.Lane) sysctlHost {
 	return sysctlHost{Root: "/proc/sys", StateDir: l.StateDir}
 }
 
-func (h sysctlHost) recordPath() string { return filepath.Join(h.StateDir, "host-sysctls.json") }
+func (h sysctlHost) recordPath() string { return statedir.Dir(h.StateDir).HostSysctls() }
 
 func (h sysctlHost) read(key string) (string, error) {
 	b, err := os.ReadFile(filepath.Join(h.Root, key))
@@ -75,7 +77,7 @@ func (h sysctlHost) locked(f func() error) error {
 	if err := os.MkdirAll(h.StateDir, 0o755); err != nil {
 		return err
 	}
-	lf, err := os.OpenFile(filepath.Join(h.StateDir, "host-sysctls.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	lf, err := os.OpenFile(statedir.Dir(h.StateDir).HostSysctlsLock(), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return err
 	}
@@ -106,11 +108,7 @@ func (h sysctlHost) save(r *hostSysctls) error {
 	if err != nil {
 		return err
 	}
-	tmp := h.recordPath() + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, h.recordPath())
+	return atomicfile.Write(h.recordPath(), b, 0o644)
 }
 
 // hold adds lane to the record, first taking the current values when no
@@ -197,7 +195,7 @@ func sysctlName(key string) string { return strings.ReplaceAll(key, "/", ".") }
 
 // recordHostSysctls journals the lane's hold on the host sysctls, before
 // the cluster whose kubelets change them exists.
-func recordHostSysctls(c *Context) error {
+func recordHostSysctls(c *Session) error {
 	e, err := c.Journal.Begin(OpHostSysctls, sysctlRecord{Lane: c.Lane.Name, StateDir: c.Lane.StateDir})
 	if err != nil {
 		return err
@@ -214,8 +212,5 @@ func undoHostSysctls(_ context.Context, e *journal.Entry) (string, error) {
 		return "", err
 	}
 	h := sysctlHost{Root: "/proc/sys", StateDir: rec.StateDir}
-	return h.release(rec.Lane, func(lane string) bool {
-		_, err := os.Stat(filepath.Join(rec.StateDir, "lanes", lane, journal.FileName))
-		return err == nil
-	})
+	return h.release(rec.Lane, func(lane string) bool { return statedir.Dir(rec.StateDir).Lane(lane).Exists() })
 }

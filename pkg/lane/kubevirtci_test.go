@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 )
 
 // sourceKubevirtciConfig sources body as kubevirtci's hack/config.sh does,

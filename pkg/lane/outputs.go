@@ -11,9 +11,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
-	"github.com/sriov-lane/sriov-lane/pkg/lane/journal"
+	"github.com/sriov-lane/sriov-lane/pkg/config"
+	"github.com/sriov-lane/sriov-lane/pkg/journal"
 	"github.com/sriov-lane/sriov-lane/pkg/provider"
+	"github.com/sriov-lane/sriov-lane/pkg/sriov"
 )
 
 // kubevirtciRef pins the kubevirtci sources the kubevirtci outputs follow.
@@ -21,7 +22,7 @@ const kubevirtciRef = "kubevirt/kubevirtci@39bd4947ba4de7f7676ad30cd2df51e7c60ef
 
 // stepOutputs writes what kubevirtci's cluster-up expects when asked:
 // .kubeconfig, .kubectl and config-provider-<provider>.sh.
-func stepOutputs(ctx context.Context, c *Context) error {
+func stepOutputs(ctx context.Context, c *Session) error {
 	if c.KubevirtciDir == "" {
 		return nil
 	}
@@ -46,7 +47,7 @@ func stepOutputs(ctx context.Context, c *Context) error {
 	// k3s's multi-call binary is kubectl only when run under that very name;
 	// kubevirtci runs it as .kubectl. The binary goes into the lane dir
 	// (removed with the lane) and .kubectl is a wrapper that runs it.
-	bin := filepath.Join(c.Lane.LaneDir(), "bin", "kubectl")
+	bin := c.Lane.Dir().Kubectl()
 	if err := writeOutsideFile(c, bin, func(p string) error {
 		return c.Provider.CopyKubectl(ctx, c.Lane.ClusterName(), p)
 	}); err != nil {
@@ -152,8 +153,10 @@ func registryHostPrefix(addr string) string {
 	return net.JoinHostPort(host, port)
 }
 
-// HookEnv is the environment hooks run with.
-func hookEnv(l *config.Lane, kubeconfig string, placements []Placement) []string {
+// hookEnv is the environment hooks run with: SRIOV_LANE_PFS is where the
+// PFs are, as pkg/sriov reads it from the journal, for post-up and pre-down
+// hooks alike.
+func hookEnv(l *config.Lane, kubeconfig string, placements []sriov.Placement) []string {
 	pfs, _ := json.Marshal(placements)
 	return append(os.Environ(),
 		"KUBECONFIG="+kubeconfig,
@@ -167,9 +170,10 @@ func hookEnv(l *config.Lane, kubeconfig string, placements []Placement) []string
 const HookTimeout = 10 * time.Minute
 
 // runHooks runs each hook as argv (no shell), streaming its output.
-func runHooks(ctx context.Context, c *Context, phase string, hooks [][]string, kubeconfig string, placements []Placement) error {
+func runHooks(ctx context.Context, c *Session, phase string, hooks [][]string, kubeconfig string) error {
+	placements := c.placements()
 	for _, h := range hooks {
-		c.Status.Detailf("%s hook: %s", phase, strings.Join(h, " "))
+		c.Progress.Detailf("%s hook: %s", phase, strings.Join(h, " "))
 		hctx, cancel := context.WithTimeout(ctx, HookTimeout)
 		defer cancel()
 		cmd := exec.CommandContext(hctx, h[0], h[1:]...)
@@ -184,8 +188,8 @@ func runHooks(ctx context.Context, c *Context, phase string, hooks [][]string, k
 	return nil
 }
 
-func stepPostUpHooks(ctx context.Context, c *Context) error {
-	return runHooks(ctx, c, "post-up", c.Lane.Hooks.PostUp, c.Kubeconfig, c.Placements)
+func stepPostUpHooks(ctx context.Context, c *Session) error {
+	return runHooks(ctx, c, "post-up", c.Lane.Hooks.PostUp, c.Kubeconfig)
 }
 
 // shellQuote single-quotes s for a file kubevirtci sources.
@@ -207,17 +211,17 @@ type fileRecord struct {
 // writeOutsideFile writes path through write. Inside the lane dir nothing is
 // journalled (down removes the dir); elsewhere the write is journalled first
 // and an existing file (e.g. ~/.kube/config) is backed up for the undo.
-func writeOutsideFile(c *Context, path string, write func(string) error) error {
+func writeOutsideFile(c *Session, path string, write func(string) error) error {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return err
 	}
-	if strings.HasPrefix(abs, c.Lane.LaneDir()+string(filepath.Separator)) {
+	if c.Lane.Dir().Holds(abs) {
 		return write(abs)
 	}
 	rec := fileRecord{Path: abs}
 	if _, err := os.Stat(abs); err == nil {
-		rec.Backup = filepath.Join(c.Lane.LaneDir(), "backup-"+strings.ReplaceAll(strings.TrimPrefix(abs, "/"), "/", "_"))
+		rec.Backup = c.Lane.Dir().Backup(abs)
 	}
 	e, err := c.Journal.Begin(OpFile, rec)
 	if err != nil {

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
 )
 

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sriov-lane/sriov-lane/pkg/lane/journal"
+	"github.com/sriov-lane/sriov-lane/pkg/journal"
 )
 
 // Step is one small, named stage of `up`. Host changes a step makes are
@@ -14,7 +14,7 @@ import (
 // undoable: rollback is journal.Reverse, newest change first.
 type Step struct {
 	Name string
-	Run  func(ctx context.Context, c *Context) error
+	Run  func(ctx context.Context, c *Session) error
 }
 
 // StepTiming is one step's duration, for `up` output and benchmarks.
@@ -25,18 +25,18 @@ type StepTiming struct {
 
 // runSteps executes steps in order. On failure or cancellation (SIGINT,
 // SIGTERM), it undoes everything journalled so far unless retain is set.
-func runSteps(ctx context.Context, c *Context, steps []Step, retain bool) ([]StepTiming, error) {
+func runSteps(ctx context.Context, c *Session, steps []Step, retain bool) ([]StepTiming, error) {
 	var timings []StepTiming
 	for _, s := range steps {
 		if err := ctx.Err(); err != nil {
 			return timings, c.rollback(fmt.Errorf("interrupted before %s: %w", s.Name, err), retain)
 		}
-		c.Status.Start(s.Name)
+		c.Progress.Start(s.Name)
 		err := s.Run(ctx, c)
 		if err == nil && ctx.Err() != nil {
 			err = ctx.Err()
 		}
-		d := c.Status.End(err)
+		d := c.Progress.End(err)
 		timings = append(timings, StepTiming{Name: s.Name, Duration: d})
 		if err != nil {
 			if ctx.Err() != nil && !errors.Is(err, context.Canceled) {
@@ -46,24 +46,21 @@ func runSteps(ctx context.Context, c *Context, steps []Step, retain bool) ([]Ste
 			}
 			return timings, c.rollback(err, retain)
 		}
-		if c.AfterStep != nil {
-			c.AfterStep(s.Name)
-		}
 	}
 	return timings, nil
 }
 
 // rollback undoes the journal with a fresh context: the one that failed may
 // be cancelled, and the undo must run to the end regardless.
-func (c *Context) rollback(cause error, retain bool) error {
+func (c *Session) rollback(cause error, retain bool) error {
 	if retain {
 		return fmt.Errorf("%w\nlane %q retained as requested (--retain); run 'sriov-lane down --name %s' to remove it", cause, c.Lane.Name, c.Lane.Name)
 	}
-	c.Status.Start("undo")
+	c.Progress.Start("undo")
 	undoCtx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	err := journal.Reverse(undoCtx, c.Journal, c.Undoers(), journal.ReverseOptions{Report: c.reportUndo})
-	c.Status.End(err)
+	c.Progress.End(err)
 	if err != nil {
 		return fmt.Errorf("%w\nundo failed too: %v\nthe journal %s keeps what is left: run 'sriov-lane down --name %s' to finish", cause, err, c.Journal.Path(), c.Lane.Name)
 	}
@@ -71,13 +68,13 @@ func (c *Context) rollback(cause error, retain bool) error {
 	return cause
 }
 
-func (c *Context) reportUndo(e *journal.Entry, note string, err error) {
+func (c *Session) reportUndo(e *journal.Entry, note string, err error) {
 	switch {
 	case err != nil:
-		c.Status.Infof("undo %s failed: %v", e.Op, err)
+		c.Progress.Infof("undo %s failed: %v", e.Op, err)
 	case note != "":
-		c.Status.Infof("%s: %s", e.Op, note)
+		c.Progress.Infof("%s: %s", e.Op, note)
 	default:
-		c.Status.Detailf("undid %s", e.Op)
+		c.Progress.Detailf("undid %s", e.Op)
 	}
 }

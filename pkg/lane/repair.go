@@ -2,20 +2,22 @@ package lane
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"os"
+
+	"github.com/docker/docker/client"
 
 	"github.com/sriov-lane/sriov-lane/pkg/cni"
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
-	"github.com/sriov-lane/sriov-lane/pkg/lane/journal"
+	"github.com/sriov-lane/sriov-lane/pkg/config"
+	"github.com/sriov-lane/sriov-lane/pkg/journal"
 	"github.com/sriov-lane/sriov-lane/pkg/provider"
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
 )
 
 // RepairOptions tune Repair.
 type RepairOptions struct {
+	// Docker is the command run's Docker client (nil: Repair makes its own).
+	Docker  *client.Client
 	Out     io.Writer
 	Verbose bool
 }
@@ -35,10 +37,10 @@ type RepairReport struct {
 // fails half way can be run again.
 func Repair(ctx context.Context, l *config.Lane, opts RepairOptions) (RepairReport, error) {
 	var rep RepairReport
-	if _, err := os.Stat(JournalPath(l)); errors.Is(err, os.ErrNotExist) {
-		return rep, fmt.Errorf("lane %s does not exist (no journal %s)", l.Name, JournalPath(l))
+	if !l.Dir().Exists() {
+		return rep, fmt.Errorf("lane %s does not exist (no journal %s)", l.Name, l.Dir().Journal())
 	}
-	c, closeLane, err := openLane(l, opts.Out, opts.Verbose)
+	c, closeLane, err := openLane(l, opts.Docker, opts.Out, opts.Verbose)
 	if err != nil {
 		return rep, err
 	}
@@ -49,12 +51,12 @@ func Repair(ctx context.Context, l *config.Lane, opts RepairOptions) (RepairRepo
 		return rep, err
 	}
 	if len(repaired) == 0 {
-		c.Status.Infof("lane %s is healthy: nothing to repair", l.Name)
+		c.Progress.Infof("lane %s is healthy: nothing to repair", l.Name)
 		return rep, nil
 	}
-	c.Status.Start("wait for VFs")
+	c.Progress.Start("wait for VFs")
 	err = waitAllocatable(ctx, l, want)
-	c.Status.End(err)
+	c.Progress.End(err)
 	return rep, err
 }
 
@@ -63,13 +65,13 @@ func Repair(ctx context.Context, l *config.Lane, opts RepairOptions) (RepairRepo
 // returns the agents it repaired and what every agent must advertise; the
 // wait for that is the caller's (repair waits for the repaired agents
 // alone, reset as up does). c is an opened lane (openLane).
-func repairAgents(ctx context.Context, c *Context) ([]string, map[string]int64, error) {
-	l, j, cli, status := c.Lane, c.Journal, c.Docker, c.Status
-	c.SRIOV = &sriov.Session{Journal: j, Sysfs: sriov.Sysfs{Root: l.SysfsRoot}, Docker: cli, Log: func(m string) { status.Infof("%s", m) }}
+func repairAgents(ctx context.Context, c *Session) ([]string, map[string]int64, error) {
+	l, j, cli, progress := c.Lane, c.Journal, c.Docker, c.Progress
+	c.startSRIOV()
 
-	status.Start("check PFs and VFs")
+	progress.Start("check PFs and VFs")
 	broken, want, err := brokenAgents(ctx, c)
-	status.End(err)
+	progress.End(err)
 	if err != nil || len(broken) == 0 {
 		return nil, want, err
 	}
@@ -80,21 +82,21 @@ func repairAgents(ctx context.Context, c *Context) ([]string, map[string]int64, 
 		for _, pf := range b.pfs {
 			pcis[pf.PCI] = true
 		}
-		status.Start("take back the PFs of " + b.agent.Name)
+		progress.Start("take back the PFs of " + b.agent.Name)
 		err := journal.Reverse(ctx, j, undo, journal.ReverseOptions{
 			Only:   func(e *journal.Entry) bool { return sriov.OfAgent(e, b.agent.Name, pcis) },
 			Report: c.reportUndo,
 		})
-		status.End(err)
+		progress.End(err)
 		if err != nil {
 			return repaired, want, fmt.Errorf("repairing lane %s: %w", l.Name, err)
 		}
 		// Up's own steps, narrowed to this agent and its PFs.
-		c.Agents, c.Leased, c.Placements = []provider.Node{b.agent}, b.pfs, nil
+		c.Agents, c.Leased = []provider.Node{b.agent}, b.pfs
 		for _, s := range []Step{{"bind PFs into " + b.agent.Name, stepBindPFs}, {"create VFs and bind drivers", stepVFs}} {
-			status.Start(s.Name)
+			progress.Start(s.Name)
 			err := s.Run(ctx, c)
-			status.End(err)
+			progress.End(err)
 			if err != nil {
 				return repaired, want, fmt.Errorf("repairing lane %s: %s: %w", l.Name, s.Name, err)
 			}
@@ -113,7 +115,7 @@ type brokenAgent struct {
 // or whose VFs are not as configured, and what every agent must advertise
 // once repaired. An agent that is not
 // running, or gone, cannot be repaired: the error says what to do.
-func brokenAgents(ctx context.Context, c *Context) ([]brokenAgent, map[string]int64, error) {
+func brokenAgents(ctx context.Context, c *Session) ([]brokenAgent, map[string]int64, error) {
 	l := c.Lane
 	agents, err := c.Provider.Agents(ctx, l.ClusterName())
 	if err != nil {
@@ -125,7 +127,7 @@ func brokenAgents(ctx context.Context, c *Context) ([]brokenAgent, map[string]in
 	}
 	var order []string
 	pfs := map[string][]sriov.PF{}
-	for _, p := range PlacementsFromJournal(c.Journal.Entries()) {
+	for _, p := range sriov.Placements(c.Journal.Entries()) {
 		if _, seen := pfs[p.Node]; !seen {
 			order = append(order, p.Node)
 		}
@@ -144,7 +146,7 @@ func brokenAgents(ctx context.Context, c *Context) ([]brokenAgent, map[string]in
 			return nil, nil, fmt.Errorf("agent %s is gone (container removed): a lane cannot get it back; run 'sriov-lane down --name %s', then up", name, l.Name)
 		}
 		container := sriov.ContainerTarget{ID: a.ContainerID, Name: a.Name, Docker: c.Docker}
-		pin := sriov.PinnedTarget{Path: PinPath(l, name), Name: name}
+		pin := sriov.PinnedTarget{Path: l.Dir().Pin(name), Name: name}
 		for _, pf := range pfs[name] {
 			w, err := sriov.Locate(ctx, container, pin, pf.MAC)
 			if err != nil {
@@ -160,7 +162,7 @@ func brokenAgents(ctx context.Context, c *Context) ([]brokenAgent, map[string]in
 			// In place, but with VFs a job removed or rebound: the same redo
 			// of the agent's share puts them back as up made them.
 			if problem := vfProblem(l, sys, pf.PCI); problem != "" {
-				c.Status.Detailf("%s in %s: %s", pf, name, problem)
+				c.Progress.Detailf("%s in %s: %s", pf, name, problem)
 				out = append(out, brokenAgent{agent: a, pfs: pfs[name]})
 				break
 			}
@@ -172,11 +174,11 @@ func brokenAgents(ctx context.Context, c *Context) ([]brokenAgent, map[string]in
 // waitAllocatable waits until every agent advertises want of the lane's
 // resource again.
 func waitAllocatable(ctx context.Context, l *config.Lane, want map[string]int64) error {
-	cs := clientsetFor(l)
-	if cs == nil {
-		return fmt.Errorf("no kubeconfig at %s to wait for allocatable", KubeconfigPath(l))
+	kc := connectKube(l)
+	if kc == nil {
+		return fmt.Errorf("no kubeconfig at %s to wait for allocatable", l.KubeconfigPath())
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.WaitTimeout.Duration)
 	defer cancel()
-	return cni.WaitAllocatable(ctx, cs, want, l.Resource())
+	return cni.WaitAllocatable(ctx, kc.Typed, want, l.Resource())
 }

@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/docker/docker/client"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,7 +21,8 @@ import (
 	"k8s.io/client-go/metadata"
 
 	"github.com/sriov-lane/sriov-lane/pkg/cni"
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
+	"github.com/sriov-lane/sriov-lane/pkg/config"
+	"github.com/sriov-lane/sriov-lane/pkg/kube"
 )
 
 // DefaultResetTimeout bounds reset's wait for what it deleted to be gone.
@@ -29,6 +30,8 @@ const DefaultResetTimeout = 2 * time.Minute
 
 // ResetOptions tune Reset.
 type ResetOptions struct {
+	// Docker is the command run's Docker client (nil: Reset makes its own).
+	Docker  *client.Client
 	Out     io.Writer
 	Verbose bool
 	// Timeout bounds the wait for the deleted namespaces (and objects with
@@ -56,15 +59,15 @@ func Reset(ctx context.Context, l *config.Lane, opts ResetOptions) (ResetReport,
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultResetTimeout
 	}
-	if _, err := os.Stat(JournalPath(l)); errors.Is(err, os.ErrNotExist) {
-		return rep, fmt.Errorf("lane %s does not exist (no journal %s)", l.Name, JournalPath(l))
+	if !l.Dir().Exists() {
+		return rep, fmt.Errorf("lane %s does not exist (no journal %s)", l.Name, l.Dir().Journal())
 	}
 	b, err := loadBaseline(l)
 	if err != nil {
 		return rep, err
 	}
 	// The journal's lock keeps up, down and repair off the lane meanwhile.
-	c, closeLane, err := openLane(l, opts.Out, opts.Verbose)
+	c, closeLane, err := openLane(l, opts.Docker, opts.Out, opts.Verbose)
 	if err != nil {
 		return rep, err
 	}
@@ -72,11 +75,7 @@ func Reset(ctx context.Context, l *config.Lane, opts ResetOptions) (ResetReport,
 	if err := c.connect(); err != nil {
 		return rep, fmt.Errorf("lane %s: %w", l.Name, err)
 	}
-	cl, err := newClusterClients(c.Rest)
-	if err != nil {
-		return rep, err
-	}
-	status := c.Status
+	progress := c.Progress
 	fail := func(err error) (ResetReport, error) {
 		return rep, fmt.Errorf("resetting lane %s: %w", l.Name, err)
 	}
@@ -86,9 +85,9 @@ func Reset(ctx context.Context, l *config.Lane, opts ResetOptions) (ResetReport,
 	defer cancel()
 	said := map[string]bool{}
 	pass := func(name string) (int, error) {
-		status.Start(name)
-		p, deleted, err := deletePass(ctx, cl, b, status.Detailf)
-		status.End(err)
+		progress.Start(name)
+		p, deleted, err := deletePass(ctx, c.Kube, b, progress.Detailf)
+		progress.End(err)
 		for _, o := range deleted {
 			if o.isNamespace() {
 				rep.Namespaces = append(rep.Namespaces, o.Name)
@@ -104,13 +103,13 @@ func Reset(ctx context.Context, l *config.Lane, opts ResetOptions) (ResetReport,
 				continue
 			}
 			said[lost] = true
-			status.Infof("%s: reset cannot bring back what up made there; run 'sriov-lane down --name %s', then up, if the lane misses it", lost, l.Name)
+			progress.Infof("%s: reset cannot bring back what up made there; run 'sriov-lane down --name %s', then up, if the lane misses it", lost, l.Name)
 		}
 		namespaces, objects := p.waitFor(deleted)
 		if len(namespaces)+len(objects) > 0 {
-			status.Start("wait for deletions")
-			err := waitDeleted(wctx, cl, namespaces, objects)
-			status.End(err)
+			progress.Start("wait for deletions")
+			err := waitDeleted(wctx, c.Kube, namespaces, objects)
+			progress.End(err)
 			if err != nil {
 				return 0, err
 			}
@@ -141,28 +140,25 @@ func Reset(ctx context.Context, l *config.Lane, opts ResetOptions) (ResetReport,
 	if err != nil {
 		return fail(err)
 	}
-	status.Start("wait for VFs")
+	progress.Start("wait for VFs")
 	err = waitAsUp(ctx, c)
-	status.End(err)
+	progress.End(err)
 	if err != nil {
 		return fail(err)
 	}
 	return rep, nil
 }
 
-// waitAsUp runs up's own wait (nodes Ready, every agent's VFs allocatable,
-// the lane's DaemonSets rolled out, Calico available) on an opened lane.
-func waitAsUp(ctx context.Context, c *Context) error {
-	c.Placements = PlacementsFromJournal(c.Journal.Entries())
-	for i := range c.Placements {
-		c.Placements[i].VFs = c.Lane.VFsPerPF
-	}
+// waitAsUp runs up's own wait (nodes Ready, the lane's DaemonSets rolled
+// out, Calico available, every agent's VFs allocatable) on an opened and
+// connected lane.
+func waitAsUp(ctx context.Context, c *Session) error {
 	opts := CNIOptions(c.Lane, c.pfNamesInNodes())
 	// Only the names of the lane's workloads are needed: never download.
 	opts.Calico.Offline = true
 	objs, err := cni.Objects(ctx, opts)
 	if err != nil {
-		c.Status.Infof("not waiting for the lane's DaemonSets: %v", err)
+		c.Progress.Infof("not waiting for the lane's DaemonSets: %v", err)
 	}
 	c.objects = objs
 	return stepWait(ctx, c)
@@ -172,8 +168,8 @@ func waitAsUp(ctx context.Context, c *Context) error {
 // the plan says. A type that could not be read fails the pass before
 // anything is deleted: acting on part of the cluster would leave a lane
 // that only looks reset.
-func deletePass(ctx context.Context, cl *clusterClients, b *baseline, detailf func(string, ...any)) (resetPlan, []clusterObject, error) {
-	st, err := readCluster(ctx, cl, systemType)
+func deletePass(ctx context.Context, kc *kube.Clients, b *baseline, detailf func(string, ...any)) (resetPlan, []clusterObject, error) {
+	st, err := readCluster(ctx, kc, systemType)
 	if err != nil {
 		return resetPlan{}, nil, err
 	}
@@ -184,7 +180,7 @@ func deletePass(ctx context.Context, cl *clusterClients, b *baseline, detailf fu
 	for _, o := range p.Replaced {
 		detailf("keeping %s: it replaces the baseline's of that name", o)
 	}
-	deleted, err := deletePlanned(ctx, cl.md, p, detailf)
+	deleted, err := deletePlanned(ctx, kc.Metadata, p, detailf)
 	return p, deleted, err
 }
 
@@ -423,11 +419,11 @@ var resetPollInterval = 100 * time.Millisecond
 
 // waitDeleted waits, both at once and within ctx, until the namespaces and
 // the objects are gone.
-func waitDeleted(ctx context.Context, cl *clusterClients, namespaces, objects []objectRef) error {
+func waitDeleted(ctx context.Context, kc *kube.Clients, namespaces, objects []objectRef) error {
 	var wg sync.WaitGroup
 	var nsErr, objErr error
-	wg.Go(func() { nsErr = waitNamespacesGone(ctx, cl.cs, namespaces) })
-	wg.Go(func() { objErr = waitObjectsGone(ctx, cl.md, objects) })
+	wg.Go(func() { nsErr = waitNamespacesGone(ctx, kc.Typed, namespaces) })
+	wg.Go(func() { objErr = waitObjectsGone(ctx, kc.Metadata, objects) })
 	wg.Wait()
 	return errors.Join(nsErr, objErr)
 }

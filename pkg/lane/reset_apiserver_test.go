@@ -20,7 +20,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
+	"github.com/sriov-lane/sriov-lane/pkg/config"
+	"github.com/sriov-lane/sriov-lane/pkg/kube"
 	"github.com/sriov-lane/sriov-lane/test/apiserver"
 )
 
@@ -33,12 +34,11 @@ import (
 // the wait for it times out and says what holds it.
 func TestResetDeletesWhatCameAfterTheBaseline(t *testing.T) {
 	cfg := apiserver.StartForTest(t)
-	cl, err := newClusterClients(cfg)
+	kc, err := kube.ForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dyn := dynamic.NewForConfigOrDie(cfg)
-	cs := cl.cs
+	dyn, cs := kc.Dynamic, kc.Typed
 	ctx := t.Context()
 
 	// What up makes: the CNI's namespace, ClusterRoles, the NAD CRD.
@@ -46,13 +46,13 @@ func TestResetDeletesWhatCameAfterTheBaseline(t *testing.T) {
 	mkClusterRole(t, cs, "multus")
 	mkCRD(t, dyn, "k8s.cni.cncf.io", "network-attachment-definitions", "NetworkAttachmentDefinition", "Namespaced")
 
-	b, err := recordBaseline(ctx, cl, time.Now())
+	b, err := recordBaseline(ctx, kc, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
 	l := config.Default()
 	l.StateDir = t.TempDir()
-	if err := os.MkdirAll(l.LaneDir(), 0o755); err != nil {
+	if err := os.MkdirAll(l.Dir().Path(), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := saveBaseline(l, b); err != nil {
@@ -111,7 +111,7 @@ func TestResetDeletesWhatCameAfterTheBaseline(t *testing.T) {
 		t.Fatal("the webhook did not refuse a ClusterRole delete: the order of reset's deletes goes untested")
 	}
 
-	p, deleted, err := deletePass(ctx, cl, b, t.Logf)
+	p, deleted, err := deletePass(ctx, kc, b, t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,14 +148,14 @@ func TestResetDeletesWhatCameAfterTheBaseline(t *testing.T) {
 	nsWait, objWait := p.waitFor(deleted)
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := waitObjectsGone(wctx, cl.md, objWait); err != nil {
+	if err := waitObjectsGone(wctx, kc.Metadata, objWait); err != nil {
 		t.Error(err)
 	}
 	_, err = dyn.Resource(widgets).Get(ctx, "w1", metav1.GetOptions{})
 	gone("Widget w1, with its CRD", err)
 
 	// What the baseline holds is untouched: same UIDs, none being deleted.
-	st, err := readCluster(ctx, cl, nil)
+	st, err := readCluster(ctx, kc, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func TestResetDeletesWhatCameAfterTheBaseline(t *testing.T) {
 	}
 
 	// A second pass deletes nothing more and still waits for job-1.
-	p, deleted, err = deletePass(ctx, cl, b, t.Logf)
+	p, deleted, err = deletePass(ctx, kc, b, t.Logf)
 	if err != nil || len(deleted) != 0 {
 		t.Fatalf("second pass deleted %v: %v", deleted, err)
 	}

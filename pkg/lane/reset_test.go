@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -16,7 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	metadatafake "k8s.io/client-go/metadata/fake"
 
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 )
 
 // obj builds a cluster object of the type named "group/version/resource".
@@ -228,7 +229,7 @@ func TestLoadBaselineOfALaneWithoutOne(t *testing.T) {
 	if !errors.Is(err, errNoBaseline) || !strings.Contains(err.Error(), "down --name "+l.Name) || !strings.Contains(err.Error(), "up") {
 		t.Fatalf("%v", err)
 	}
-	if err := os.MkdirAll(l.LaneDir(), 0o755); err != nil {
+	if err := os.MkdirAll(l.Dir().Path(), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	b := &baseline{Version: baselineVersion, Namespaces: []objectRef{ns("default", "u1").objectRef}}
@@ -239,8 +240,8 @@ func TestLoadBaselineOfALaneWithoutOne(t *testing.T) {
 	if err != nil || len(got.Namespaces) != 1 || got.Namespaces[0].UID != "u1" {
 		t.Fatalf("%+v, %v", got, err)
 	}
-	if _, err := os.Stat(BaselinePath(l) + ".tmp"); !os.IsNotExist(err) {
-		t.Errorf("temporary file left behind: %v", err)
+	if left, _ := os.ReadDir(l.Dir().Path()); len(left) != 1 || left[0].Name() != filepath.Base(l.Dir().Baseline()) {
+		t.Errorf("the lane dir holds %v, want the baseline alone (no temporary file left behind)", left)
 	}
 }
 

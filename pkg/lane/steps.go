@@ -9,19 +9,17 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/sriov-lane/sriov-lane/pkg/cni"
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
-	"github.com/sriov-lane/sriov-lane/pkg/lane/journal"
+	"github.com/sriov-lane/sriov-lane/pkg/config"
+	"github.com/sriov-lane/sriov-lane/pkg/journal"
+	"github.com/sriov-lane/sriov-lane/pkg/kube"
 	"github.com/sriov-lane/sriov-lane/pkg/provider"
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
+	"github.com/sriov-lane/sriov-lane/pkg/statedir"
 )
 
-func stepLease(ctx context.Context, c *Context) error {
+func stepLease(ctx context.Context, c *Session) error {
 	l := c.Lane
 	pfs, err := sriov.Discover(c.SRIOV.Sysfs)
 	if err != nil {
@@ -31,14 +29,14 @@ func stepLease(ctx context.Context, c *Context) error {
 	var cands []sriov.PF
 	small := 0
 	for _, pf := range pfs {
-		if pf.TotalVFs < l.VFsPerPF {
+		if !l.EnoughVFs(pf.TotalVFs) {
 			small++
 			continue
 		}
 		cands = append(cands, pf)
 	}
 	leased, err := sriov.NewLeaser(l.StateDir).Allocate(ctx, c.SRIOV, sriov.Request{
-		Lane: l.Name, Count: l.Agents * l.PFsPerNode, Candidates: cands, Selection: selection(l),
+		Lane: l.Name, Count: l.PFsNeeded(), Candidates: cands, Selection: selection(l),
 	})
 	if err != nil {
 		if small > 0 {
@@ -48,21 +46,17 @@ func stepLease(ctx context.Context, c *Context) error {
 	}
 	c.Leased = leased
 	for _, pf := range leased {
-		c.Status.Detailf("leased %s (%s), totalvfs %d", pf.Name, pf.PCI, pf.TotalVFs)
+		c.Progress.Detailf("leased %s (%s), totalvfs %d", pf.Name, pf.PCI, pf.TotalVFs)
 	}
 	return nil
 }
 
-func stepCreateCluster(ctx context.Context, c *Context) error {
+func stepCreateCluster(ctx context.Context, c *Session) error {
 	rec := provider.ClusterRecord{Name: c.Lane.ClusterName()}
 	// Checked before the intent is journalled: an undo of this lane must
 	// never delete a cluster of the same name that is not its own.
-	nodes, err := c.Provider.Nodes(ctx, rec.Name)
-	if err != nil {
-		return err
-	}
-	if len(nodes) > 0 {
-		return fmt.Errorf("k3d cluster %s %w (%d nodes): pick another --name, or remove it if it is a leftover", rec.Name, provider.ErrExists, len(nodes))
+	if err := c.Provider.RefuseExisting(ctx, rec.Name, c.Lane.RegistryEnabled()); err != nil {
+		return notOurs(err)
 	}
 	// Before any kubelet runs: they change these on the host.
 	if err := recordHostSysctls(c); err != nil {
@@ -80,7 +74,7 @@ func stepCreateCluster(ctx context.Context, c *Context) error {
 		}
 		entries = append(entries, e)
 	}
-	err = c.Provider.Create(ctx, c.Lane, createOptions(c))
+	err := c.Provider.Create(ctx, c.Lane, createOptions(c))
 	if errors.Is(err, provider.ErrExists) {
 		// Not ours: the undo must never delete someone else's cluster.
 		for _, e := range entries {
@@ -88,7 +82,7 @@ func stepCreateCluster(ctx context.Context, c *Context) error {
 				return errors.Join(err, merr)
 			}
 		}
-		return fmt.Errorf("%w: pick another --name, or remove it if it is a leftover", err)
+		return notOurs(err)
 	}
 	if err != nil {
 		return err
@@ -98,7 +92,7 @@ func stepCreateCluster(ctx context.Context, c *Context) error {
 			return err
 		}
 	}
-	c.Kubeconfig = KubeconfigPath(c.Lane)
+	c.Kubeconfig = c.Lane.KubeconfigPath()
 	if err := writeOutsideFile(c, c.Kubeconfig, func(p string) error {
 		return c.Provider.WriteKubeconfig(ctx, c.Lane.ClusterName(), p)
 	}); err != nil {
@@ -107,45 +101,39 @@ func stepCreateCluster(ctx context.Context, c *Context) error {
 	return c.connect()
 }
 
-// connect sets the context's API clients from the lane's kubeconfig: up's
-// steps after the cluster exists, and commands acting on a running lane.
-func (c *Context) connect() error {
+// connect makes the run's clients of the lane's cluster from its
+// kubeconfig: up's steps once the cluster exists, and commands acting on a
+// running lane (reset).
+func (c *Session) connect() error {
 	if c.Kubeconfig == "" {
-		c.Kubeconfig = KubeconfigPath(c.Lane)
+		c.Kubeconfig = c.Lane.KubeconfigPath()
 	}
-	cfg, err := laneRestConfig(c.Kubeconfig)
-	if err != nil {
-		return err
-	}
-	c.Rest = cfg
-	c.Clientset, err = kubernetes.NewForConfig(cfg)
+	var err error
+	c.Kube, err = kube.Connect(c.Kubeconfig)
 	return err
 }
 
-// laneRestConfig reads the lane's kubeconfig at path.
-func laneRestConfig(path string) (*rest.Config, error) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", path)
-	if err != nil {
-		return nil, fmt.Errorf("loading kubeconfig %s: %w", path, err)
+// notOurs says what to do about a cluster or registry of the lane's name
+// that the lane did not make.
+func notOurs(err error) error {
+	if errors.Is(err, provider.ErrExists) {
+		return fmt.Errorf("%w: pick another --name, or remove it if it is a leftover", err)
 	}
-	// A lane's few dozen requests (a few hundred for reset's listing) must
-	// not queue behind client-go's default 5 requests/s limit.
-	cfg.QPS, cfg.Burst = 100, 200
-	return cfg, nil
+	return err
 }
 
 // createOptions are the provider's options for the lane's cluster. --retain
 // must reach the provider as well: it removes what a failed k3d create made
 // unless told to keep it, before the step's own rollback is even asked.
-func createOptions(c *Context) provider.CreateOptions {
+func createOptions(c *Session) provider.CreateOptions {
 	return provider.CreateOptions{
-		Progress: func(node, msg string) { c.Status.Detailf("%s: %s", node, msg) },
-		Note:     func(msg string) { c.Status.Infof("%s", msg) },
+		Progress: func(node, msg string) { c.Progress.Detailf("%s: %s", node, msg) },
+		Note:     func(msg string) { c.Progress.Infof("%s", msg) },
 		Retain:   c.Retain,
 	}
 }
 
-func stepPrepareNodes(ctx context.Context, c *Context) error {
+func stepPrepareNodes(ctx context.Context, c *Session) error {
 	agents, err := c.Provider.Agents(ctx, c.Lane.ClusterName())
 	if err != nil {
 		return err
@@ -160,12 +148,12 @@ func stepPrepareNodes(ctx context.Context, c *Context) error {
 // stepBindPFs is where PFs leave the host: each agent's netns is pinned
 // (pkg/sriov/pin.go), then gets its slice of the leased PFs, moved into
 // that pinned netns (pkg/sriov/move.go), which outlives the container.
-func stepBindPFs(ctx context.Context, c *Context) error {
+func stepBindPFs(ctx context.Context, c *Session) error {
 	k := c.Lane.PFsPerNode
 	c.Pins = map[string]sriov.PinnedTarget{}
 	for i, agent := range c.Agents {
 		container := sriov.ContainerTarget{ID: agent.ContainerID, Name: agent.Name, Docker: c.Docker}
-		target, err := c.SRIOV.PinNetns(ctx, container, PinPath(c.Lane, agent.Name))
+		target, err := c.SRIOV.PinNetns(ctx, container, c.Lane.Dir().Pin(agent.Name))
 		if err != nil {
 			return err
 		}
@@ -173,40 +161,38 @@ func stepBindPFs(ctx context.Context, c *Context) error {
 		for _, pf := range c.Leased[i*k : (i+1)*k] {
 			name, err := c.SRIOV.MovePF(ctx, pf, target)
 			if err != nil {
-				return fmt.Errorf("binding %s into %s: %w", pf, agent.Name, err)
+				return err // names the PF and the agent
 			}
-			c.Placements = append(c.Placements, Placement{PF: pf, Node: agent.Name, NameIn: name})
-			c.Status.Detailf("%s -> %s as %s", pf, agent.Name, name)
+			c.Progress.Detailf("%s -> %s as %s", pf, agent.Name, name)
 		}
 	}
 	return nil
 }
 
-func stepVFs(ctx context.Context, c *Context) error {
-	mode := sriov.ModeVFIO
-	if c.Lane.VFDriver == config.VFDriverNetdevice {
-		mode = sriov.ModeNetdevice
-	}
-	for i := range c.Placements {
-		p := &c.Placements[i]
+// stepVFs creates and binds the VFs of the PFs placed in this run's agents
+// (all of them in up, the one being repaired in repair).
+func stepVFs(ctx context.Context, c *Session) error {
+	for _, p := range c.placements() {
+		if _, ours := c.Pins[p.Node]; !ours {
+			continue
+		}
 		// VF netdevs (netdevice mode) join their PF in the pinned netns.
 		vfs, err := c.SRIOV.ConfigureVFs(ctx, p.PF, sriov.VFOptions{
-			Count: c.Lane.VFsPerPF, Mode: mode, Target: c.Pins[p.Node],
+			Count: c.Lane.VFsPerPF, Mode: c.Lane.VFDriver, Target: c.Pins[p.Node],
 		})
 		if err != nil {
-			return fmt.Errorf("creating VFs on %s in %s: %w", p.PF, p.Node, err)
+			return err // names the PF
 		}
-		p.VFs = len(vfs)
-		c.Status.Detailf("%s: %d VFs (%s)", p.PF, len(vfs), c.Lane.VFDriver)
+		c.Progress.Detailf("%s: %d VFs (%s)", p.PF, len(vfs), c.Lane.VFDriver)
 	}
 	return nil
 }
 
-func stepLabelNodes(ctx context.Context, c *Context) error {
+func stepLabelNodes(ctx context.Context, c *Session) error {
 	key, val := c.Lane.NodeLabelKV()
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]string{key: val}}})
 	for _, a := range c.Agents {
-		if _, err := c.Clientset.CoreV1().Nodes().Patch(ctx, a.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "sriov-lane"}); err != nil {
+		if _, err := c.Kube.Typed.CoreV1().Nodes().Patch(ctx, a.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "sriov-lane"}); err != nil {
 			return fmt.Errorf("labelling node %s %s: %w", a.Name, c.Lane.NodeLabel, err)
 		}
 	}
@@ -220,29 +206,31 @@ func CNIOptions(l *config.Lane, pfNamesInNodes []string) cni.Options {
 		CNI: l.CNI, ResourcePrefix: l.ResourcePrefix, ResourceName: l.ResourceName,
 		NodeSelectorKey: key, NodeSelectorValue: val, PFNames: pfNamesInNodes,
 		VFDriver: l.VFDriver, ImageRegistryMirror: l.ImageRegistryMirror,
-		// The same pod CIDRs k3s gets (provider.CIDRs): the IPv4 one is the
-		// CNI's default in both places.
-		IPFamily: l.IPFamily, ClusterCIDRv6: provider.ClusterCIDRv6,
-		Calico: cni.CalicoOptions{ManifestDir: l.Calico.ManifestDir, CacheDir: l.StateDir + "/cache"},
+		// pkg/cni takes the pod CIDRs k3s gets from config.NetworksOf.
+		IPFamily: l.IPFamily,
+		Calico:   cni.CalicoOptions{ManifestDir: l.Calico.ManifestDir, CacheDir: statedir.Dir(l.StateDir).Cache()},
 		// Without a certificate (plan); up adds one (cni.WithWebhookCerts).
 		NetworkResourcesInjector: cni.NRIOptions{Enabled: l.Components.NetworkResourcesInjector},
 	}
 }
 
-func (c *Context) pfNamesInNodes() []string {
+// placements are where the lane's PFs are, as pkg/sriov reads the journal.
+func (c *Session) placements() []sriov.Placement { return sriov.Placements(c.Journal.Entries()) }
+
+func (c *Session) pfNamesInNodes() []string {
 	seen := map[string]bool{}
 	var names []string
-	for _, p := range c.Placements {
-		if !seen[p.NameIn] {
-			seen[p.NameIn] = true
-			names = append(names, p.NameIn)
+	for _, p := range c.placements() {
+		if !seen[p.NameInNode] {
+			seen[p.NameInNode] = true
+			names = append(names, p.NameInNode)
 		}
 	}
 	sort.Strings(names)
 	return names
 }
 
-func stepDeployComponents(ctx context.Context, c *Context) error {
+func stepDeployComponents(ctx context.Context, c *Session) error {
 	// Webhook certificates are made here, per up, and only sent to the API
 	// server (plan shows placeholders).
 	opts, err := cni.WithWebhookCerts(CNIOptions(c.Lane, c.pfNamesInNodes()))
@@ -254,10 +242,10 @@ func stepDeployComponents(ctx context.Context, c *Context) error {
 		return err
 	}
 	c.objects = objs
-	return cni.Apply(ctx, c.Rest, objs, c.Status.Detailf)
+	return cni.Apply(ctx, c.Kube, objs, c.Progress.Detailf)
 }
 
-func stepWait(ctx context.Context, c *Context) error {
+func stepWait(ctx context.Context, c *Session) error {
 	ctx, cancel := context.WithTimeout(ctx, c.Lane.WaitTimeout.Duration)
 	defer cancel()
 	nodes, err := c.Provider.Nodes(ctx, c.Lane.ClusterName())
@@ -268,31 +256,27 @@ func stepWait(ctx context.Context, c *Context) error {
 	for _, n := range nodes {
 		names = append(names, n.Name)
 	}
-	if err := cni.WaitNodesReady(ctx, c.Clientset, names); err != nil {
+	if err := cni.WaitNodesReady(ctx, c.Kube.Typed, names); err != nil {
 		return err
 	}
 	// Rollouts first: a component pod that cannot start (image pull,
 	// crash) is named by the rollout wait, while allocatable would only
 	// time out. The device plugin's pods are what make allocatable appear.
-	if err := cni.WaitDaemonSets(ctx, c.Clientset, c.objects); err != nil {
+	if err := cni.WaitDaemonSets(ctx, c.Kube.Typed, c.objects); err != nil {
 		return err
 	}
 	// The injector's Deployment: pods created after up get their VFs.
-	if err := cni.WaitDeployments(ctx, c.Clientset, c.objects); err != nil {
+	if err := cni.WaitDeployments(ctx, c.Kube.Typed, c.objects); err != nil {
 		return err
 	}
 	if c.Lane.CNI == config.CNICalico {
-		dyn, err := dynamic.NewForConfig(c.Rest)
-		if err != nil {
-			return fmt.Errorf("creating dynamic client: %w", err)
-		}
-		if err := cni.WaitCalico(ctx, c.Clientset, dyn); err != nil {
+		if err := cni.WaitCalico(ctx, c.Kube.Typed, c.Kube.Dynamic); err != nil {
 			return err
 		}
 	}
 	want := map[string]int64{}
-	for _, p := range c.Placements {
+	for _, p := range c.placements() {
 		want[p.Node] += int64(p.VFs)
 	}
-	return cni.WaitAllocatable(ctx, c.Clientset, want, c.Lane.Resource())
+	return cni.WaitAllocatable(ctx, c.Kube.Typed, want, c.Lane.Resource())
 }

@@ -2,27 +2,26 @@ package lane
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 
 	"github.com/docker/docker/client"
 
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
-	"github.com/sriov-lane/sriov-lane/pkg/lane/journal"
+	"github.com/sriov-lane/sriov-lane/pkg/atomicfile"
+	"github.com/sriov-lane/sriov-lane/pkg/config"
+	"github.com/sriov-lane/sriov-lane/pkg/journal"
 	"github.com/sriov-lane/sriov-lane/pkg/provider"
-	"github.com/sriov-lane/sriov-lane/pkg/sriov"
 )
 
 // UpOptions tune Up.
 type UpOptions struct {
-	Out, Err      io.Writer
+	// Docker is the command run's Docker client (nil: Up makes its own).
+	Docker        *client.Client
+	Out           io.Writer
 	Verbose       bool
 	Retain        bool
 	KubevirtciDir string
-	// AfterStep is called after each step (tests stop the process there).
-	AfterStep func(step string)
 }
 
 // UpSteps is the ordered pipeline of `up`. Each step journals the host
@@ -47,26 +46,26 @@ func UpSteps() []Step {
 // Up brings the lane up. On failure or interruption it undoes what it did
 // (PFs first) unless opts.Retain.
 func Up(ctx context.Context, l *config.Lane, opts UpOptions) ([]StepTiming, error) {
-	if _, err := os.Stat(JournalPath(l)); err == nil {
-		return nil, fmt.Errorf("lane %q already exists (journal %s): run 'sriov-lane down --name %s' first, or pick another --name", l.Name, JournalPath(l), l.Name)
+	if l.Dir().Exists() {
+		return nil, fmt.Errorf("lane %q already exists (journal %s): run 'sriov-lane down --name %s' first, or pick another --name", l.Name, l.Dir().Journal(), l.Name)
 	}
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-	if err != nil {
-		return nil, fmt.Errorf("connecting to Docker: %w", err)
-	}
-	defer cli.Close()
-	status := NewStatus(opts.Out, opts.Verbose)
-	c := newUpContext(l, opts, cli, status)
-	// Preflight runs before the journal exists: a lane that fails it leaves
-	// no trace on the host.
-	steps := UpSteps()
-	status.Start(steps[0].Name)
-	err = steps[0].Run(ctx, c)
-	status.End(err)
+	cli, release, err := dockerFor(opts.Docker)
 	if err != nil {
 		return nil, err
 	}
-	j, err := journal.Open(JournalPath(l))
+	defer release()
+	progress := NewProgress(opts.Out, opts.Verbose)
+	c := newUpSession(l, opts, cli, progress)
+	// Preflight runs before the journal exists: a lane that fails it leaves
+	// no trace on the host.
+	steps := UpSteps()
+	progress.Start(steps[0].Name)
+	err = steps[0].Run(ctx, c)
+	progress.End(err)
+	if err != nil {
+		return nil, err
+	}
+	j, err := journal.Open(l.Dir().Journal())
 	if err != nil {
 		return nil, err
 	}
@@ -76,20 +75,17 @@ func Up(ctx context.Context, l *config.Lane, opts UpOptions) ([]StepTiming, erro
 		c.finish()
 		return nil, err
 	}
-	c.SRIOV = &sriov.Session{Journal: j, Sysfs: sriov.Sysfs{Root: l.SysfsRoot}, Docker: cli, Log: func(m string) { status.Infof("%s", m) }}
-	if c.AfterStep != nil {
-		c.AfterStep(steps[0].Name)
-	}
+	c.startSRIOV()
 	timings, err := runSteps(ctx, c, steps[1:], c.Retain)
 	return timings, err
 }
 
-// newUpContext is what Up's steps start from: every option that changes how
+// newUpSession is what Up's steps start from: every option that changes how
 // a step behaves is carried here, where the steps can see it.
-func newUpContext(l *config.Lane, opts UpOptions, cli *client.Client, status *Status) *Context {
-	return &Context{
-		Lane: l, Status: status, Docker: cli, Provider: provider.NewWithClient(cli),
-		Out: opts.Out, KubevirtciDir: opts.KubevirtciDir, AfterStep: opts.AfterStep, Retain: opts.Retain,
+func newUpSession(l *config.Lane, opts UpOptions, cli *client.Client, progress *Progress) *Session {
+	return &Session{
+		Lane: l, Progress: progress, Docker: cli, Provider: provider.NewWithClient(cli),
+		Out: opts.Out, KubevirtciDir: opts.KubevirtciDir, Retain: opts.Retain,
 	}
 }
 
@@ -99,40 +95,17 @@ func saveConfig(l *config.Lane) error {
 		return err
 	}
 	// Atomically: a torn file would stop `down --name` from reading it.
-	if err := writeFileAtomic(SavedConfigPath(l), b); err != nil {
+	if err := atomicfile.Write(l.Dir().SavedConfig(), b, 0o600); err != nil {
 		return fmt.Errorf("saving lane config: %w", err)
 	}
 	return nil
-}
-
-// writeFileAtomic replaces path with data (mode 0600) through a synced
-// temporary file and a rename, so that a reader, or the next command after
-// a kill, sees the old file or the new one, never a torn one.
-func writeFileAtomic(path string, data []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }
 
 // removeLaneDir deletes the lane's directory once its journal is empty:
 // what is left there (saved config, kubeconfig, machine-ids, a temp file a
 // kill left behind) belongs to the lane alone.
 func removeLaneDir(l *config.Lane) {
-	os.RemoveAll(l.LaneDir())
+	os.RemoveAll(l.Dir().Path())
 }
 
 // PreflightError is a failed preflight: nothing on the host was changed.
@@ -149,7 +122,7 @@ func (e *PreflightError) Error() string {
 	return s + "\nrun 'sriov-lane check' for the full report"
 }
 
-func stepPreflight(ctx context.Context, c *Context) error {
+func stepPreflight(ctx context.Context, c *Session) error {
 	ck := &Checker{Lane: c.Lane, Docker: c.Docker, PFs: PFReportFunc(c.Lane)}
 	var failed []CheckResult
 	for _, r := range ck.Run(ctx) {
@@ -161,10 +134,4 @@ func stepPreflight(ctx context.Context, c *Context) error {
 		return &PreflightError{Failed: failed}
 	}
 	return nil
-}
-
-// IsPreflight reports whether err is a failed preflight.
-func IsPreflight(err error) bool {
-	var p *PreflightError
-	return errors.As(err, &p)
 }

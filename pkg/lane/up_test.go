@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 )
 
 // up --retain must reach the provider, which otherwise removes what a failed
@@ -14,7 +14,7 @@ import (
 func TestUpOptionsReachTheClusterCreate(t *testing.T) {
 	for _, retain := range []bool{true, false} {
 		var out bytes.Buffer
-		c := newUpContext(config.Default(), UpOptions{Out: &out, Retain: retain}, nil, NewStatus(&out, false))
+		c := newUpSession(config.Default(), UpOptions{Out: &out, Retain: retain}, nil, NewProgress(&out, false))
 		o := createOptions(c)
 		if o.Retain != retain {
 			t.Errorf("UpOptions.Retain %v reaches CreateOptions.Retain as %v", retain, o.Retain)

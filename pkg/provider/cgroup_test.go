@@ -9,7 +9,7 @@ import (
 
 	"github.com/k3d-io/k3d/v5/pkg/config/v1alpha5"
 
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 )
 
 // mountFSType reads the filesystem type of the mount at dir from

@@ -9,7 +9,7 @@ import (
 	"github.com/k3d-io/k3d/v5/pkg/config/v1alpha5"
 	"sigs.k8s.io/yaml"
 
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 )
 
 // HostFacts is what ClusterConfig needs to know about the host. The caller
@@ -48,45 +48,15 @@ const (
 	devVFIO    = "/dev/vfio"
 )
 
-// Pod CIDRs per CNI. Flannel's is k3s's default (not flannel's own
-// 10.244/16), calico's is what its operator manifests expect.
-var clusterCIDR = map[string]string{
-	config.CNIFlannel: "10.42.0.0/16",
-	config.CNICalico:  "192.168.0.0/16",
-}
-
-// IPv6 pod and service CIDRs for ipFamily ipv6 and dual. Unique local
-// addresses (fd00::/8): kubevirtci's single-stack check expects the pods'
-// primary IPs to start with "fd" (kubevirt/kubevirtci cluster-up/up.sh@39bd4947ba4d).
-// The service range is a /112, the size k3s's dual-stack example uses; the
-// pod range a /56, so each node gets a /64 (kube-controller-manager's
-// default IPv6 node mask) and flannel's own minimum is far off
-// (flannel-io/flannel pkg/subnet/config.go@v0.28.9).
-const (
-	ClusterCIDRv6 = "fd00:10:42::/56"
-	ServiceCIDRv6 = "fd00:10:43::/112"
-	// serviceCIDRv4 is k3s's default --service-cidr, named only where a
-	// dual-stack list must repeat it.
-	serviceCIDRv4 = "10.43.0.0/16"
-)
-
-// CIDRs are the pod and service CIDRs k3s gets for a lane, in k3s's
-// comma-separated form (IPv4 first for dual-stack). Service is "" for ipv4,
-// where k3s's default stands.
-func CIDRs(l *config.Lane) (cluster, service string, err error) {
-	v4, ok := clusterCIDR[l.CNI]
-	if !ok {
-		return "", "", fmt.Errorf("cni %q: the cluster config knows flannel and calico", l.CNI)
+// CIDRs are the pod and service CIDRs k3s gets for a lane (the lane's
+// config.Networks), in k3s's comma-separated form, IPv4 first. Service is ""
+// for ipv4, where k3s's default stands.
+func CIDRs(l *config.Lane) (cluster, service string) {
+	n := l.Networks()
+	if l.IPFamily == config.IPFamilyIPv4 {
+		return n.Pods(), ""
 	}
-	switch l.IPFamily {
-	case config.IPFamilyIPv4, "":
-		return v4, "", nil
-	case config.IPFamilyDual:
-		return v4 + "," + ClusterCIDRv6, serviceCIDRv4 + "," + ServiceCIDRv6, nil
-	case config.IPFamilyIPv6:
-		return ClusterCIDRv6, ServiceCIDRv6, nil
-	}
-	return "", "", fmt.Errorf("ipFamily %q: want ipv4, ipv6 or dual", l.IPFamily)
+	return n.Pods(), n.Services()
 }
 
 // ServerDatastoreDir is where k3s keeps its datastore: kine's SQLite
@@ -107,15 +77,10 @@ func DatastoreVolumeName(cluster string) string { return "k3d-" + cluster + "-da
 // own flannel, network policy and traefik off (the lane deploys its CNI),
 // agents set up for the CPU manager, VFIO and kernel modules, a distinct
 // /etc/machine-id per node, every kubelet allowed to run on a cgroup v1 host
-// and the registries config.
+// and the registries config. l is a lane config.Validate accepted; only
+// what depends on the host is checked here.
 func ClusterConfig(l *config.Lane, host HostFacts) (*v1alpha5.SimpleConfig, error) {
-	cidr, serviceCIDR, err := CIDRs(l)
-	if err != nil {
-		return nil, err
-	}
-	if l.Agents < 1 {
-		return nil, fmt.Errorf("agents is %d: the lane needs at least one agent for its PFs", l.Agents)
-	}
+	cidr, serviceCIDR := CIDRs(l)
 	if l.VFDriver == config.VFDriverVFIO && !host.VFIODir {
 		return nil, fmt.Errorf("vfDriver is %s but vfioDir %s does not exist on this host: load the vfio-pci module (modprobe vfio-pci), point vfioDir at the host's VFIO directory, or use vfDriver %s",
 			config.VFDriverVFIO, l.VFIODir, config.VFDriverNetdevice)
@@ -193,7 +158,7 @@ func ClusterConfig(l *config.Lane, host HostFacts) (*v1alpha5.SimpleConfig, erro
 		if i > 0 {
 			filter = fmt.Sprintf("agent:%d", i-1)
 		}
-		vol(MachineIDPath(l, n)+":/etc/machine-id:ro", filter)
+		vol(l.Dir().MachineID(n)+":/etc/machine-id:ro", filter)
 	}
 	for i, s := range l.Volumes {
 		v, err := config.ParseVolume(s)

@@ -13,7 +13,7 @@ import (
 	"github.com/k3d-io/k3d/v5/pkg/runtimes"
 	k3d "github.com/k3d-io/k3d/v5/pkg/types"
 
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 )
 
 // Progress receives per-node progress: node is a container name (or
@@ -70,7 +70,7 @@ func (p *Provider) Create(ctx context.Context, l *config.Lane, opts CreateOption
 	if err != nil {
 		return err
 	}
-	if err := p.refuseExisting(ctx, name, l.RegistryEnabled()); err != nil {
+	if err := p.RefuseExisting(ctx, name, l.RegistryEnabled()); err != nil {
 		return err
 	}
 	if opts.Note != nil {
@@ -95,7 +95,7 @@ func (p *Provider) Create(ctx context.Context, l *config.Lane, opts CreateOption
 		if _, derr := p.delete(cctx, name); derr != nil {
 			err = fmt.Errorf("%w\nremoving what the failed create made also failed (remove it with `sriov-lane down`): %v", err, derr)
 		}
-		if rerr := os.RemoveAll(machineIDDir(l)); rerr != nil {
+		if rerr := os.RemoveAll(l.Dir().MachineIDs()); rerr != nil {
 			err = fmt.Errorf("%w\nremoving machine-id files: %v", err, rerr)
 		}
 	}()
@@ -150,19 +150,23 @@ func (p *Provider) Create(ctx context.Context, l *config.Lane, opts CreateOption
 	return nil
 }
 
-// refuseExisting fails when the cluster or registry already exists, so a
-// failed Create never deletes what an earlier, successful one made.
-func (p *Provider) refuseExisting(ctx context.Context, name string, registry bool) error {
-	nodes, err := p.Nodes(ctx, name)
+// RefuseExisting is the one answer to "does the lane's cluster exist": it
+// fails, wrapping ErrExists, when a node container of the cluster is there,
+// or (registry) the lane registry's container. check reports it, up asks it
+// before it journals the cluster (an undo must never delete a cluster that
+// is not the lane's), and Create before it makes anything, so a failed
+// Create never deletes what was there before it.
+func (p *Provider) RefuseExisting(ctx context.Context, cluster string, registry bool) error {
+	nodes, err := p.Nodes(ctx, cluster)
 	if err != nil {
 		return err
 	}
 	if len(nodes) > 0 {
-		return fmt.Errorf("cluster %s (%s, ...) %w: run `sriov-lane down --name %s` first", name, nodes[0].Name, ErrExists, name)
+		return fmt.Errorf("k3d cluster %s %w (%d nodes: %s, ...)", cluster, ErrExists, len(nodes), nodes[0].Name)
 	}
 	if registry {
-		if _, err := p.docker.ContainerInspect(ctx, RegistryName(name)); err == nil {
-			return fmt.Errorf("registry container %s %w: run `sriov-lane down --name %s` first", RegistryName(name), ErrExists, name)
+		if _, err := p.docker.ContainerInspect(ctx, RegistryName(cluster)); err == nil {
+			return fmt.Errorf("registry container %s %w", RegistryName(cluster), ErrExists)
 		}
 	}
 	return nil

@@ -2,11 +2,8 @@ package provider
 
 import (
 	"archive/tar"
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path"
 	"path/filepath"
@@ -15,6 +12,8 @@ import (
 	"github.com/k3d-io/k3d/v5/pkg/runtimes"
 	k3d "github.com/k3d-io/k3d/v5/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/sriov-lane/sriov-lane/pkg/atomicfile"
 )
 
 // WriteKubeconfig writes the cluster's admin kubeconfig (server URL on the
@@ -30,7 +29,10 @@ func (p *Provider) WriteKubeconfig(ctx context.Context, cluster, dest string) er
 	if err != nil {
 		return fmt.Errorf("encoding kubeconfig of cluster %s: %w", cluster, err)
 	}
-	if err := writeFileAtomic(dest, b, 0o600, 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Dir(dest), 0o700); err != nil {
+		return fmt.Errorf("writing kubeconfig of cluster %s: %w", cluster, err)
+	}
+	if err := atomicfile.Write(dest, b, 0o600); err != nil {
 		return fmt.Errorf("writing kubeconfig of cluster %s: %w", cluster, err)
 	}
 	return nil
@@ -90,46 +92,8 @@ func (p *Provider) copyOut(ctx context.Context, n Node, src, dest string) (symli
 	default:
 		return "", fmt.Errorf("%s is not a regular file (tar type %q)", src, h.Typeflag)
 	}
-	return "", writeStreamAtomic(dest, tr, 0o755)
-}
-
-func writeFileAtomic(dest string, b []byte, mode, dirMode os.FileMode) error {
-	if err := os.MkdirAll(filepath.Dir(dest), dirMode); err != nil {
-		return err
-	}
-	return writeStreamAtomic(dest, bytes.NewReader(b), mode)
-}
-
-// writeStreamAtomic writes r to a temporary file next to dest, sets mode
-// (not subject to umask), and renames it over dest.
-func writeStreamAtomic(dest string, r io.Reader, mode os.FileMode) (err error) {
 	if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
-		return err
+		return "", err
 	}
-	f, err := os.CreateTemp(filepath.Dir(dest), "."+filepath.Base(dest)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if err := f.Chmod(mode); err != nil {
-		return err
-	}
-	if _, err := io.Copy(f, r); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(f.Name(), dest); err != nil {
-		return errors.Join(err, os.Remove(f.Name()))
-	}
-	return nil
+	return "", atomicfile.WriteFrom(dest, tr, 0o755)
 }

@@ -5,17 +5,14 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
-	"path/filepath"
 
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 )
-
-func machineIDDir(l *config.Lane) string { return filepath.Join(l.LaneDir(), "machine-id") }
 
 // writeMachineIDs gives every node a fresh random machine-id file (32 lower
 // hex digits and a newline, the format systemd and kubelet read).
 func writeMachineIDs(l *config.Lane) error {
-	if err := os.MkdirAll(machineIDDir(l), 0o755); err != nil {
+	if err := os.MkdirAll(l.Dir().MachineIDs(), 0o755); err != nil {
 		return fmt.Errorf("creating machine-id directory: %w", err)
 	}
 	for _, n := range nodeNames(l) {
@@ -23,7 +20,7 @@ func writeMachineIDs(l *config.Lane) error {
 		if _, err := rand.Read(b); err != nil {
 			return fmt.Errorf("generating machine-id for %s: %w", n, err)
 		}
-		if err := os.WriteFile(MachineIDPath(l, n), []byte(hex.EncodeToString(b)+"\n"), 0o644); err != nil {
+		if err := os.WriteFile(l.Dir().MachineID(n), []byte(hex.EncodeToString(b)+"\n"), 0o644); err != nil {
 			return fmt.Errorf("writing machine-id for %s: %w", n, err)
 		}
 	}

@@ -2,9 +2,8 @@ package provider
 
 import (
 	"fmt"
-	"path/filepath"
 
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 )
 
 // Roles of the node containers, as k3d labels them.
@@ -41,16 +40,11 @@ func NetworkName(cluster string) string { return "k3d-" + cluster }
 // ImageVolumeName is the volume k3d shares between nodes for image imports.
 func ImageVolumeName(cluster string) string { return "k3d-" + cluster + "-images" }
 
-// ToolsName is k3d's helper container for a cluster.
+// toolsName is k3d's helper container for a cluster.
 func toolsName(cluster string) string { return "k3d-" + cluster + "-tools" }
 
 // RegistryName is the lane registry's container.
 func RegistryName(cluster string) string { return cluster + "-registry" }
-
-// MachineIDPath is the host file bind-mounted as /etc/machine-id into node.
-func MachineIDPath(l *config.Lane, node string) string {
-	return filepath.Join(l.LaneDir(), "machine-id", node)
-}
 
 // nodeNames lists every node of the lane, server first.
 func nodeNames(l *config.Lane) []string {

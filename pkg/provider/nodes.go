@@ -8,11 +8,10 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
-	"github.com/vishvananda/netns"
 )
 
 // Node is one k3s node container of a lane. It holds no PID: a restarted
-// container has a new one, so Netns and Pid resolve it at each call.
+// container has a new one (pkg/containerns opens its netns by ID).
 type Node struct {
 	Name        string
 	Role        string // RoleServer or RoleAgent
@@ -67,47 +66,6 @@ func trimSlash(s string) string {
 		return s[1:]
 	}
 	return s
-}
-
-// Pid returns the node's current init PID (host PID namespace).
-func (n Node) Pid(ctx context.Context) (int, error) {
-	ins, err := n.p.docker.ContainerInspect(ctx, n.ContainerID)
-	if err != nil {
-		return 0, fmt.Errorf("inspecting node %s: %w", n.Name, err)
-	}
-	if ins.State == nil || !ins.State.Running || ins.State.Pid == 0 {
-		status := "unknown"
-		if ins.State != nil {
-			status = ins.State.Status
-		}
-		return 0, fmt.Errorf("node %s is not running (status %s)", n.Name, status)
-	}
-	return ins.State.Pid, nil
-}
-
-// Netns opens the network namespace of the node's current PID. The caller
-// closes the handle. The PID is checked again after opening, so a container
-// restarting in between cannot hand out a recycled PID's namespace.
-func (n Node) Netns(ctx context.Context) (netns.NsHandle, error) {
-	for attempt := 0; attempt < 3; attempt++ {
-		pid, err := n.Pid(ctx)
-		if err != nil {
-			return netns.None(), err
-		}
-		h, err := netns.GetFromPid(pid)
-		if err != nil {
-			return netns.None(), fmt.Errorf("opening netns of node %s (pid %d): %w", n.Name, pid, err)
-		}
-		again, err := n.Pid(ctx)
-		if err == nil && again == pid {
-			return h, nil
-		}
-		h.Close()
-		if err != nil {
-			return netns.None(), err
-		}
-	}
-	return netns.None(), fmt.Errorf("node %s keeps restarting: its PID changed while opening its netns", n.Name)
 }
 
 // agentStopTimeout is how long an agent gets to stop before it is killed.

@@ -23,8 +23,9 @@ import (
 	"golang.org/x/sys/unix"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
-	"github.com/sriov-lane/sriov-lane/pkg/lane/journal"
+	"github.com/sriov-lane/sriov-lane/pkg/config"
+	"github.com/sriov-lane/sriov-lane/pkg/containerns"
+	"github.com/sriov-lane/sriov-lane/pkg/journal"
 	"github.com/sriov-lane/sriov-lane/test/testutil"
 )
 
@@ -194,11 +195,11 @@ func TestRigCreateInspectRestartDelete(t *testing.T) {
 		if got := pl.events[n.Name]; len(got) == 0 || got[len(got)-1] != "ready" {
 			t.Errorf("progress for %s: %v, want it to end with ready", n.Name, got)
 		}
-		pid, err := n.Pid(ctx)
+		pid, err := containerns.PID(ctx, cli, n.ContainerID)
 		if err != nil || pid <= 1 {
 			t.Fatalf("%s pid %d: %v", n.Name, pid, err)
 		}
-		h, err := n.Netns(ctx)
+		h, err := containerns.Open(ctx, cli, n.ContainerID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -230,7 +231,7 @@ func TestRigCreateInspectRestartDelete(t *testing.T) {
 		if err != nil || r.ExitCode != 0 {
 			t.Fatalf("reading machine-id of %s: %v %+v", n.Name, err, r)
 		}
-		host, err := os.ReadFile(MachineIDPath(l, n.Name))
+		host, err := os.ReadFile(l.Dir().MachineID(n.Name))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -290,8 +291,8 @@ func TestRigCreateInspectRestartDelete(t *testing.T) {
 
 	// Restart an agent: the handle must follow the new PID and netns.
 	agent := nodes[1]
-	oldPid, _ := agent.Pid(ctx)
-	oldH, err := agent.Netns(ctx)
+	oldPid, _ := containerns.PID(ctx, cli, agent.ContainerID)
+	oldH, err := containerns.Open(ctx, cli, agent.ContainerID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,14 +303,14 @@ func TestRigCreateInspectRestartDelete(t *testing.T) {
 	if err := cli.ContainerRestart(ctx, agent.ContainerID, container.StopOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	newPid, err := agent.Pid(ctx)
+	newPid, err := containerns.PID(ctx, cli, agent.ContainerID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if newPid == oldPid {
 		t.Errorf("%s pid %d unchanged by restart", agent.Name, newPid)
 	}
-	h, err := agent.Netns(ctx)
+	h, err := containerns.Open(ctx, cli, agent.ContainerID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +332,7 @@ func TestRigCreateInspectRestartDelete(t *testing.T) {
 		t.Errorf("second delete: %v", err)
 	}
 	t.Logf("TIMING second delete %s: %s", name, time.Since(start).Round(time.Millisecond))
-	if _, err := agent.Netns(ctx); err == nil {
+	if _, err := containerns.Open(ctx, cli, agent.ContainerID); err == nil {
 		t.Error("netns of a deleted node opened")
 	}
 }
@@ -379,7 +380,7 @@ func TestRigCreateFailureLeavesNothing(t *testing.T) {
 	if left := leftovers(ctx, t, cli, name); len(left) > 0 {
 		t.Errorf("failed create left %v", left)
 	}
-	if _, err := os.Stat(machineIDDir(l)); !os.IsNotExist(err) {
+	if _, err := os.Stat(l.Dir().MachineIDs()); !os.IsNotExist(err) {
 		t.Errorf("machine-id files left: %v", err)
 	}
 }
@@ -403,7 +404,7 @@ func TestRigCreateFailureRetained(t *testing.T) {
 	if !slices.Contains(left, "network "+NetworkName(name)) {
 		t.Errorf("retained create left %v, want at least its network %s", left, NetworkName(name))
 	}
-	if _, err := os.Stat(machineIDDir(l)); err != nil {
+	if _, err := os.Stat(l.Dir().MachineIDs()); err != nil {
 		t.Errorf("retained create removed its machine-id files: %v", err)
 	}
 }
@@ -551,7 +552,7 @@ func contains(list []string, s string) bool {
 
 func TestRigUndoersGoneIsSuccess(t *testing.T) {
 	p, _ := rigDocker(t)
-	j, err := journal.Open(filepath.Join(t.TempDir(), journal.FileName))
+	j, err := journal.Open(filepath.Join(t.TempDir(), "journal.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}

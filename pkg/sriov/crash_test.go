@@ -16,7 +16,7 @@ import (
 
 	"github.com/vishvananda/netns"
 
-	"github.com/sriov-lane/sriov-lane/pkg/lane/journal"
+	"github.com/sriov-lane/sriov-lane/pkg/journal"
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
 	"github.com/sriov-lane/sriov-lane/test/rig"
 )
@@ -139,7 +139,7 @@ func (c *crashEnv) verify(t *testing.T, stateDir, when string) {
 	if leases, err := sriov.NewLeaser(stateDir).Leases(); err != nil || len(leases) != 0 {
 		t.Errorf("%s: leases left: %v %v", when, leases, err)
 	}
-	entries, err := journal.Read(filepath.Join(stateDir, "lane", journal.FileName))
+	entries, err := journal.Read(filepath.Join(stateDir, "lane", "journal.jsonl"))
 	if err != nil && !os.IsNotExist(err) {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package sriov
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -144,6 +145,17 @@ func handleLinks(h *netlink.Handle) ([]netlink.Link, error) {
 		}
 	}
 	return nil, fmt.Errorf("listing links: %w", err)
+}
+
+// Links lists the links in t's network namespace now.
+func Links(ctx context.Context, t NetnsTarget) ([]netlink.Link, error) {
+	tns, th, err := openTarget(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	defer tns.Close()
+	defer th.Close()
+	return handleLinks(th)
 }
 
 // linkByMAC finds the link with mac through h, nil when absent.

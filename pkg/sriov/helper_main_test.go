@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sriov-lane/sriov-lane/pkg/lane/journal"
+	"github.com/sriov-lane/sriov-lane/pkg/journal"
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
 )
 
@@ -52,7 +52,7 @@ func helperUp() error {
 	vfs, _ := strconv.Atoi(os.Getenv("SX_VFS"))
 	targets := strings.Split(os.Getenv("SX_TARGETS"), ",")
 	stateDir := os.Getenv("SX_STATE")
-	j, err := journal.Open(filepath.Join(stateDir, "lane", journal.FileName))
+	j, err := journal.Open(filepath.Join(stateDir, "lane", "journal.jsonl"))
 	if err != nil {
 		return err
 	}
@@ -90,12 +90,12 @@ func helperUp() error {
 func helperDown() error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	j, err := journal.Open(filepath.Join(os.Getenv("SX_STATE"), "lane", journal.FileName))
+	j, err := journal.Open(filepath.Join(os.Getenv("SX_STATE"), "lane", "journal.jsonl"))
 	if err != nil {
 		return err
 	}
 	defer j.Close()
-	return journal.Reverse(ctx, j, sriov.Undoers(sriov.Deps{Sysfs: sriov.Sysfs{Root: os.Getenv("SX_SYSFS")}}), journal.ReverseOptions{
+	return journal.Reverse(ctx, j, sriov.Undoers(sriov.Restorer{Sysfs: sriov.Sysfs{Root: os.Getenv("SX_SYSFS")}}), journal.ReverseOptions{
 		Report: func(e *journal.Entry, note string, err error) {
 			if note != "" {
 				fmt.Printf("NOTE %s: %s\n", e.Op, note)

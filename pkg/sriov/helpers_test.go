@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +11,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
-	"github.com/sriov-lane/sriov-lane/pkg/lane/journal"
+	"github.com/sriov-lane/sriov-lane/pkg/journal"
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
 	"github.com/sriov-lane/sriov-lane/test/rig"
 	"github.com/sriov-lane/sriov-lane/test/rig/nsutil"
@@ -43,7 +42,7 @@ func newNetns(t *testing.T, name string) sriov.PathTarget {
 func openJournal(t *testing.T) (*journal.Journal, string) {
 	t.Helper()
 	stateDir := t.TempDir()
-	j, err := journal.Open(filepath.Join(stateDir, "lane", journal.FileName))
+	j, err := journal.Open(filepath.Join(stateDir, "lane", "journal.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +55,7 @@ func newSession(t *testing.T, r *rig.Rig, j *journal.Journal) *sriov.Session {
 }
 
 // reverse undoes the journal and returns the notes.
-func reverse(t *testing.T, j *journal.Journal, d sriov.Deps) []string {
+func reverse(t *testing.T, j *journal.Journal, d sriov.Restorer) []string {
 	t.Helper()
 	var notes []string
 	err := journal.Reverse(testCtx(t), j, sriov.Undoers(d), journal.ReverseOptions{
@@ -113,30 +112,6 @@ func findByMAC(t *testing.T, nsPath, mac string) linkState {
 		}
 	}
 	return linkState{}
-}
-
-// inNetns runs f on a locked thread switched into the netns at path.
-func inNetns(t *testing.T, path string, f func()) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		runtime.LockOSThread()
-		// Never unlocked: the thread dies with the goroutine instead of
-		// going back to the pool in the wrong netns.
-		ns, err := netns.GetFromPath(path)
-		if err != nil {
-			t.Errorf("opening %s: %v", path, err)
-			return
-		}
-		defer ns.Close()
-		if err := netns.Set(ns); err != nil {
-			t.Errorf("entering %s: %v", path, err)
-			return
-		}
-		f()
-	}()
-	<-done
 }
 
 // moveLinkTo moves the link with mac from the current netns into the netns

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sriov-lane/sriov-lane/pkg/containerns"
 )
 
 // DefaultHolderWait bounds how long an undo waits for the processes that
@@ -58,7 +60,7 @@ func vfioGroup(sys Sysfs, bdf string) (string, error) {
 // no word on why. So nothing is written while the group is held; after
 // d.HolderWait the error names the VF, the group and its holders, and
 // down can be run again once they are gone.
-func (d Deps) waitVFIOFree(ctx context.Context, vf string) error {
+func (d Restorer) waitVFIOFree(ctx context.Context, vf string) error {
 	if d.VFIODir == "" {
 		return nil
 	}
@@ -96,7 +98,7 @@ func (d Deps) waitVFIOFree(ctx context.Context, vf string) error {
 // groupHolders lists the processes with dev open. Files are matched by
 // what they are (device number, or inode), not by path: a process in a
 // container sees the group under the container's own /dev.
-func groupHolders(ctx context.Context, dev string, docker ContainerInspector) ([]Holder, error) {
+func groupHolders(ctx context.Context, dev string, docker containerns.Inspector) ([]Holder, error) {
 	var want syscall.Stat_t
 	if err := syscall.Stat(dev, &want); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -173,7 +175,7 @@ func containerOf(pid int) string {
 // names the groups' holders. The kernel keeps the write pending until they
 // let go, and this process cannot take it back: a later down finds the
 // VF already unbound.
-func (d Deps) boundedVFIOWrite(ctx context.Context, vfs []string, write func() error) error {
+func (d Restorer) boundedVFIOWrite(ctx context.Context, vfs []string, write func() error) error {
 	wait := d.HolderWait
 	if wait <= 0 {
 		wait = DefaultHolderWait

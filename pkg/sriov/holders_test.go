@@ -50,7 +50,7 @@ func TestWaitVFIOFreeNamesHolders(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 
-	d := Deps{Sysfs: Sysfs{Root: root}, VFIODir: vfio, HolderWait: 500 * time.Millisecond}
+	d := Restorer{Sysfs: Sysfs{Root: root}, VFIODir: vfio, HolderWait: 500 * time.Millisecond}
 	start := time.Now()
 	err := d.waitVFIOFree(t.Context(), vf)
 	if !errors.Is(err, ErrGroupHeld) {
@@ -72,7 +72,7 @@ func TestWaitVFIOFreeNamesHolders(t *testing.T) {
 		t.Fatalf("after the holder exited: %v", err)
 	}
 	// A VF without a group, or a group nobody opened, never waits.
-	if err := (Deps{Sysfs: Sysfs{Root: root}, VFIODir: vfio}).waitVFIOFree(t.Context(), "0000:41:00.3"); err != nil {
+	if err := (Restorer{Sysfs: Sysfs{Root: root}, VFIODir: vfio}).waitVFIOFree(t.Context(), "0000:41:00.3"); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -13,6 +13,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sriov-lane/sriov-lane/pkg/atomicfile"
+	"github.com/sriov-lane/sriov-lane/pkg/statedir"
 )
 
 // OpLease is the journal operation of taking a lease on a PF.
@@ -38,9 +41,9 @@ type Leaser struct {
 	Dir string
 }
 
-// NewLeaser returns a Leaser keeping leases in <stateDir>/leases.
+// NewLeaser returns the Leaser of the lanes of stateDir.
 func NewLeaser(stateDir string) *Leaser {
-	return &Leaser{Dir: filepath.Join(stateDir, "leases")}
+	return &Leaser{Dir: statedir.Dir(stateDir).Leases()}
 }
 
 // Request is what a lane asks of Allocate.
@@ -192,11 +195,7 @@ func (l *Leaser) lease(s *Session, lane string, pf PF) error {
 	if err != nil {
 		return err
 	}
-	tmp := rec.File + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
-		return fmt.Errorf("leasing %s: %w", pf, err)
-	}
-	if err := os.Rename(tmp, rec.File); err != nil {
+	if err := atomicfile.Write(rec.File, append(b, '\n'), 0o600); err != nil {
 		return fmt.Errorf("leasing %s: %w", pf, err)
 	}
 	return s.done(e)

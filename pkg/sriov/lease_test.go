@@ -4,14 +4,14 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/sriov-lane/sriov-lane/pkg/lane/journal"
+	"github.com/sriov-lane/sriov-lane/pkg/journal"
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
+	"github.com/sriov-lane/sriov-lane/pkg/statedir"
 )
 
 func fakePFs(n int) []sriov.PF {
@@ -25,7 +25,7 @@ func fakePFs(n int) []sriov.PF {
 
 func laneJournal(t *testing.T, stateDir, lane string) *journal.Journal {
 	t.Helper()
-	j, err := journal.Open(filepath.Join(stateDir, "lanes", lane, journal.FileName))
+	j, err := journal.Open(statedir.Dir(stateDir).Lane(lane).Journal())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestLeaseReclaimAndRelease(t *testing.T) {
 	if err != nil || len(leases) != 2 || leases[got[0].PCI].Lane != "live" || leases[got[0].PCI].PID != os.Getpid() {
 		t.Fatalf("leases %+v, %v", leases, err)
 	}
-	if err := journal.Reverse(context.Background(), j1, sriov.Undoers(sriov.Deps{}), journal.ReverseOptions{}); err != nil {
+	if err := journal.Reverse(context.Background(), j1, sriov.Undoers(sriov.Restorer{}), journal.ReverseOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if leases, _ := l.Leases(); len(leases) != 0 {
@@ -125,7 +125,7 @@ func TestLeaseReclaimAndRelease(t *testing.T) {
 	}
 	// Undo is idempotent: running it again on the same entries is a no-op.
 	for _, e := range j1.Entries() {
-		if _, err := sriov.Undoers(sriov.Deps{})[e.Op](context.Background(), &e); err != nil {
+		if _, err := sriov.Undoers(sriov.Restorer{})[e.Op](context.Background(), &e); err != nil {
 			t.Fatalf("second undo of %s: %v", e.Op, err)
 		}
 	}

@@ -22,10 +22,10 @@ const (
 // MoveRecord is the journal data of OpMove: everything needed to bring the
 // link back exactly as it was found, from any process.
 type MoveRecord struct {
-	// What is "PF" or "VF", for messages.
-	What string `json:"what"`
-	PCI  string `json:"pci"`
-	MAC  string `json:"mac"`
+	// Function is which PCI function the link is, "PF" or "VF".
+	Function string `json:"what"`
+	PCI      string `json:"pci"`
+	MAC      string `json:"mac"`
 	// Name is the link's name where it was found; MovedAs its name while
 	// in the target (different after a collision rename).
 	Name    string  `json:"name"`
@@ -38,9 +38,12 @@ type MoveRecord struct {
 	AdminUp    bool       `json:"adminUp"`
 	Target     TargetSpec `json:"target"`
 	TargetDesc string     `json:"targetDesc"`
+	// PF is the PF as discovery found it, for a PF's move (Placements);
+	// journals written before it was recorded lack it.
+	PF *PF `json:"pf,omitempty"`
 }
 
-func (r MoveRecord) label() string { return fmt.Sprintf("%s %s (%s)", r.What, r.Name, r.PCI) }
+func (r MoveRecord) label() string { return fmt.Sprintf("%s %s (%s)", r.Function, r.Name, r.PCI) }
 
 // RenameRecord is the journal data of OpRename, made in the origin netns
 // before a move whose name collides in the target.
@@ -66,14 +69,17 @@ func CollisionName(pci string) string {
 // name inside the target. Moving a PF that is already in the target is a
 // no-op.
 func (s *Session) MovePF(ctx context.Context, pf PF, t NetnsTarget) (string, error) {
-	name, err := s.moveLink(ctx, "PF", pf.PCI, pf.MAC, t)
+	name, err := s.moveLink(ctx, "PF", pf.PCI, pf.MAC, t, &pf)
 	if err != nil {
 		return "", fmt.Errorf("binding %s into %s: %w", pf, t, err)
 	}
 	return name, nil
 }
 
-func (s *Session) moveLink(ctx context.Context, what, pci, mac string, t NetnsTarget) (string, error) {
+// moveLink moves the link with mac (of PCI function pci, function "PF" or "VF")
+// into t and returns its name there; pf is the PF's discovery, recorded
+// with a PF's move.
+func (s *Session) moveLink(ctx context.Context, function, pci, mac string, t NetnsTarget, pf *PF) (string, error) {
 	origin, oid, err := currentNetns()
 	if err != nil {
 		return "", err
@@ -102,8 +108,8 @@ func (s *Session) moveLink(ctx context.Context, what, pci, mac string, t NetnsTa
 		return "", fmt.Errorf("no link with MAC %s in the current netns", mac)
 	}
 	a := link.Attrs()
-	rec := MoveRecord{What: what, PCI: pci, MAC: mac, Name: a.Name, MovedAs: a.Name, Origin: oid,
-		MTU: a.MTU, AdminUp: a.Flags&net.FlagUp != 0, Target: t.Spec(), TargetDesc: t.String(), LinkType: link.Type()}
+	rec := MoveRecord{Function: function, PCI: pci, MAC: mac, Name: a.Name, MovedAs: a.Name, Origin: oid,
+		MTU: a.MTU, AdminUp: a.Flags&net.FlagUp != 0, Target: t.Spec(), TargetDesc: t.String(), LinkType: link.Type(), PF: pf}
 	if _, err := th.LinkByName(a.Name); err == nil {
 		rec.MovedAs = CollisionName(pci)
 		if _, err := th.LinkByName(rec.MovedAs); err == nil {
@@ -112,7 +118,7 @@ func (s *Session) moveLink(ctx context.Context, what, pci, mac string, t NetnsTa
 		if err := s.rename(oh, link, RenameRecord{PCI: pci, MAC: mac, From: a.Name, To: rec.MovedAs, Origin: oid, AdminUp: rec.AdminUp}); err != nil {
 			return "", err
 		}
-		s.logf("%s %s (%s) renamed %s: %s already has a link named %s", what, a.Name, pci, rec.MovedAs, t, a.Name)
+		s.logf("%s %s (%s) renamed %s: %s already has a link named %s", function, a.Name, pci, rec.MovedAs, t, a.Name)
 	}
 	e, err := s.begin(OpMove, rec)
 	if err != nil {
@@ -155,7 +161,7 @@ func (s *Session) rename(oh *netlink.Handle, link netlink.Link, rec RenameRecord
 
 // undoRename gives the link its name back if it is in the current netns
 // under the collision name. Elsewhere, the move's undo restores the name.
-func (d Deps) undoRename(rec RenameRecord) (string, error) {
+func (d Restorer) undoRename(rec RenameRecord) (string, error) {
 	cur, oh, err := d.originHandle(rec.Origin)
 	if err != nil {
 		return "", err
@@ -186,7 +192,7 @@ func (d Deps) undoRename(rec RenameRecord) (string, error) {
 // originHandle opens the current netns after checking it is the one the
 // record was made in (unless forced): returning a PF anywhere else is how
 // NICs get lost when `down` runs from another pod or netns.
-func (d Deps) originHandle(origin NetnsID) (netns.NsHandle, *netlink.Handle, error) {
+func (d Restorer) originHandle(origin NetnsID) (netns.NsHandle, *netlink.Handle, error) {
 	cur, cid, err := currentNetns()
 	if err != nil {
 		return -1, nil, err
@@ -206,7 +212,7 @@ func (d Deps) originHandle(origin NetnsID) (netns.NsHandle, *netlink.Handle, err
 // returnLink brings a moved link back into the current netns and restores
 // its name, MTU and admin state. It is idempotent and never fails because
 // the link has vanished: that is reported in the note.
-func (d Deps) returnLink(ctx context.Context, rec MoveRecord) (string, error) {
+func (d Restorer) returnLink(ctx context.Context, rec MoveRecord) (string, error) {
 	cur, oh, err := d.originHandle(rec.Origin)
 	if err != nil {
 		return "", fmt.Errorf("returning %s: %w", rec.label(), err)
@@ -233,7 +239,7 @@ func (d Deps) returnLink(ctx context.Context, rec MoveRecord) (string, error) {
 	// A physical device whose netns died is handed back to init by the
 	// kernel's netns cleanup, which can lag: wait for it rather than mark it
 	// returned while it is still in transit. Veth stand-ins die with the netns.
-	deadline := time.Now().Add(d.returnWait())
+	deadline := time.Now().Add(DefaultReturnWait)
 	for l == nil {
 		if err := d.fetchFromInit(cur, oh, rec.MAC); err != nil {
 			return "", fmt.Errorf("returning %s: %w", rec.label(), err)
@@ -252,7 +258,7 @@ func (d Deps) returnLink(ctx context.Context, rec MoveRecord) (string, error) {
 	}
 	if l == nil {
 		notes = append(notes, fmt.Sprintf("%s %s (%s) not found: a physical %s returns to the init netns when its netns dies (may take minutes); a veth stand-in is destroyed",
-			rec.What, rec.Name, rec.PCI, rec.What))
+			rec.Function, rec.Name, rec.PCI, rec.Function))
 		return joinNotes(notes), nil
 	}
 	if err := restore(oh, l, rec); err != nil {
@@ -262,7 +268,7 @@ func (d Deps) returnLink(ctx context.Context, rec MoveRecord) (string, error) {
 }
 
 // fetchFromTarget moves the link from the target into cur if it is there.
-func (d Deps) fetchFromTarget(ctx context.Context, rec MoveRecord, cur netns.NsHandle, oh *netlink.Handle) (string, error) {
+func (d Restorer) fetchFromTarget(ctx context.Context, rec MoveRecord, cur netns.NsHandle, oh *netlink.Handle) (string, error) {
 	t, err := d.Target(rec.Target)
 	if err != nil {
 		return "", err
@@ -295,7 +301,7 @@ func (d Deps) fetchFromTarget(ctx context.Context, rec MoveRecord, cur netns.NsH
 
 // fetchFromInit looks for the link in the init netns of our PID namespace,
 // where a physical device lands when its netns dies, and moves it to cur.
-func (d Deps) fetchFromInit(cur netns.NsHandle, oh *netlink.Handle, mac string) error {
+func (d Restorer) fetchFromInit(cur netns.NsHandle, oh *netlink.Handle, mac string) error {
 	ins, err := netns.GetFromPath("/proc/1/ns/net")
 	if err != nil {
 		return nil // cannot see init (unprivileged, other pid ns): nothing to look at

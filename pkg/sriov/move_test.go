@@ -7,7 +7,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"github.com/sriov-lane/sriov-lane/pkg/lane/journal"
+	"github.com/sriov-lane/sriov-lane/pkg/journal"
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
 	"github.com/sriov-lane/sriov-lane/test/rig"
 	"github.com/sriov-lane/sriov-lane/test/sriovtest"
@@ -59,9 +59,9 @@ func TestMoveIntoNetnsAndBack(t *testing.T) {
 	if _, err := s.MovePF(testCtx(t), pfs[0], target); err != nil {
 		t.Fatalf("second move: %v", err)
 	}
-	reverse(t, j, s.Deps())
+	reverse(t, j, s.Restorer())
 	// Undo is idempotent: a second pass over the same entries changes nothing.
-	undo := sriov.Undoers(s.Deps())
+	undo := sriov.Undoers(s.Restorer())
 	for _, e := range j.Entries() {
 		if _, err := undo[e.Op](testCtx(t), &e); err != nil {
 			t.Fatalf("second undo of %s: %v", e.Op, err)
@@ -99,7 +99,7 @@ func TestCollisionRenameAndRestore(t *testing.T) {
 	if strings.Join(ops, ",") != "sriov.rename,sriov.move" {
 		t.Fatalf("journal ops %v", ops)
 	}
-	reverse(t, j, s.Deps())
+	reverse(t, j, s.Restorer())
 	if got := findByMAC(t, "", pfs[0].MAC); got.Name != pfs[0].Name {
 		t.Fatalf("PF back as %+v, want name %s", got, pfs[0].Name)
 	}
@@ -109,7 +109,7 @@ func TestCollisionRenameAndRestore(t *testing.T) {
 }
 
 // TestMoveIntoContainer binds PFs into a running container and returns
-// them with a fresh Deps (as a new process would), then checks that a
+// them with a fresh Restorer (as a new process would), then checks that a
 // removed container leaves a note instead of failing.
 func TestMoveIntoContainer(t *testing.T) {
 	cli := testutil.RequireDocker(t)
@@ -148,7 +148,7 @@ func TestMoveIntoContainer(t *testing.T) {
 	if err := sriovtest.RemoveContainer(ctx, cli, names[1]); err != nil {
 		t.Fatal(err)
 	}
-	notes := reverse(t, j, sriov.Deps{Sysfs: s.Sysfs, Docker: cli})
+	notes := reverse(t, j, sriov.Restorer{Sysfs: s.Sysfs, Docker: cli})
 	if got := findByMAC(t, "", pfs[0].MAC); !got.Found || got.Name != pfs[0].Name {
 		t.Fatalf("%s not back: %+v", pfs[0], got)
 	}
@@ -194,7 +194,7 @@ func TestStopBetweenRenameAndMoveRestoresAdminState(t *testing.T) {
 	if mid.Name != sriov.CollisionName(pfs[0].PCI) || mid.Up {
 		t.Fatalf("after the rename the PF is %+v, want renamed and down", mid)
 	}
-	reverse(t, j, s.Deps())
+	reverse(t, j, s.Restorer())
 	if got := findByMAC(t, "", pfs[0].MAC); got.Name != pfs[0].Name || !got.Up {
 		t.Fatalf("PF back as %+v, want %s and up", got, pfs[0].Name)
 	}

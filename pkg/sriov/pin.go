@@ -10,7 +10,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	"github.com/sriov-lane/sriov-lane/pkg/lane/journal"
+	"github.com/sriov-lane/sriov-lane/pkg/journal"
 )
 
 // OpPin journals a bind mount that pins an agent's network namespace.
@@ -112,9 +112,6 @@ func pinnedID(path string) (NetnsID, error) {
 	return netnsID(h)
 }
 
-// PinnedNetns reports which netns is pinned at path, for status.
-func PinnedNetns(path string) (NetnsID, error) { return pinnedID(path) }
-
 // ContainerNetns identifies the netns of a running container now; it
 // returns ErrTargetGone when the container is not running.
 func ContainerNetns(ctx context.Context, c ContainerTarget) (NetnsID, error) {
@@ -167,7 +164,7 @@ func Locate(ctx context.Context, agent ContainerTarget, pin PinnedTarget, mac st
 	case errors.Is(err, ErrTargetGone):
 		w.AgentDown = true
 	case err != nil:
-		return w, err
+		return w, fmt.Errorf("%s: %w", agent, err)
 	}
 	pid, perr := pinnedID(pin.Path)
 	if perr == nil && !w.AgentDown && pid != cid {
@@ -179,7 +176,7 @@ func Locate(ctx context.Context, agent ContainerTarget, pin PinnedTarget, mac st
 			return false, nil
 		}
 		if err != nil {
-			return false, err
+			return false, fmt.Errorf("%s: %w", t, err)
 		}
 		defer tns.Close()
 		defer th.Close()

@@ -2,9 +2,9 @@ package sriov
 
 import (
 	"fmt"
-	"time"
 
-	"github.com/sriov-lane/sriov-lane/pkg/lane/journal"
+	"github.com/sriov-lane/sriov-lane/pkg/containerns"
+	"github.com/sriov-lane/sriov-lane/pkg/journal"
 )
 
 // Session is one lane's use of this package: every change goes through its
@@ -13,9 +13,7 @@ type Session struct {
 	Journal *journal.Journal
 	Sysfs   Sysfs
 	// Docker resolves container targets; nil when none are used.
-	Docker ContainerInspector
-	// Wait bounds each wait for a sysfs effect (DefaultWait when zero).
-	Wait time.Duration
+	Docker containerns.Inspector
 	// Log receives notes (reclaimed leases, renames); nil discards.
 	Log func(msg string)
 	// AfterRecord, when set, runs after each journal record this package
@@ -50,7 +48,7 @@ func (s *Session) done(e *journal.Entry) error {
 	return nil
 }
 
-// Deps returns what Undoers needs to reverse this session's journal.
-func (s *Session) Deps() Deps {
-	return Deps{Sysfs: s.Sysfs, Docker: s.Docker, Wait: s.Wait}
+// Restorer returns what Undoers needs to reverse this session's journal.
+func (s *Session) Restorer() Restorer {
+	return Restorer{Sysfs: s.Sysfs, Docker: s.Docker}
 }

@@ -103,12 +103,10 @@ func WriteFile(path, value string) error {
 	return nil
 }
 
-// waitFor polls cond until it holds, ctx ends or timeout passes; what names
-// the awaited effect in the error.
-func waitFor(ctx context.Context, timeout time.Duration, what string, cond func() (bool, error)) error {
-	if timeout <= 0 {
-		timeout = DefaultWait
-	}
+// waitFor polls cond until it holds, ctx ends or DefaultWait passes; what
+// names the awaited effect in the error.
+func waitFor(ctx context.Context, what string, cond func() (bool, error)) error {
+	timeout := DefaultWait
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	tick := time.NewTicker(pollInterval)

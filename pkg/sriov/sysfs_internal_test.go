@@ -36,32 +36,32 @@ func TestWriteFileIsSynchronousAndKeepsTheErrno(t *testing.T) {
 	t.Cleanup(func() { _ = srv.Close() })
 	sys := Sysfs{Root: filepath.Join(dir, "sys")}
 	pf := sysfs.PFBDF(0)
-	if err := setNumVFs(t.Context(), sys, 0, pf, 3); err != nil {
+	if err := setNumVFs(sys, pf, 3); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(sys.Attr(pf, "virtfn2")); err != nil {
 		t.Fatalf("VF 2 not there when the write returned: %v", err)
 	}
-	if err := setNumVFs(t.Context(), sys, 0, pf, 2); !errors.Is(err, syscall.EBUSY) {
+	if err := setNumVFs(sys, pf, 2); !errors.Is(err, syscall.EBUSY) {
 		t.Fatalf("3 -> 2 VFs: want EBUSY, got %v", err)
 	}
-	if err := setNumVFs(t.Context(), sys, 0, pf, 9); !errors.Is(err, syscall.ERANGE) {
+	if err := setNumVFs(sys, pf, 9); !errors.Is(err, syscall.ERANGE) {
 		t.Fatalf("9 VFs of 8: want ERANGE, got %v", err)
 	}
 	vf := sysfs.VFBDF(pf, 0)
 	if d, _ := sys.Driver(vf); d != "iavf" {
 		t.Fatalf("autoprobed VF driver %q", d)
 	}
-	if err := unbind(t.Context(), sys, 0, vf, "iavf"); err != nil {
+	if err := unbind(sys, vf, "iavf"); err != nil {
 		t.Fatal(err)
 	}
 	if d, _ := sys.Driver(vf); d != "" {
 		t.Fatalf("driver %q when unbind returned", d)
 	}
-	if err := unbind(t.Context(), sys, 0, vf, "iavf"); !errors.Is(err, syscall.ENODEV) {
+	if err := unbind(sys, vf, "iavf"); !errors.Is(err, syscall.ENODEV) {
 		t.Fatalf("unbinding an unbound VF: want ENODEV, got %v", err)
 	}
-	if err := setNumVFs(t.Context(), sys, 0, pf, 0); err != nil {
+	if err := setNumVFs(sys, pf, 0); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Lstat(sys.Attr(pf, "virtfn0")); err == nil {

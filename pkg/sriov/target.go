@@ -7,15 +7,16 @@ import (
 	"os"
 	"strconv"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/client"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/sriov-lane/sriov-lane/pkg/containerns"
 )
 
 // NetnsTarget is a network namespace to move links into. It is resolved at
 // each use: a container's PID (and so its netns) changes when it restarts.
+// Errors from Open do not name the target: callers do.
 type NetnsTarget interface {
 	Open(ctx context.Context) (netns.NsHandle, error)
 	String() string
@@ -38,12 +39,6 @@ type TargetSpec struct {
 	Name string `json:"name,omitempty"`
 }
 
-// ContainerInspector is the part of the Docker client a container target
-// needs.
-type ContainerInspector interface {
-	ContainerInspect(ctx context.Context, id string) (container.InspectResponse, error)
-}
-
 // PIDTarget is the netns of a process.
 type PIDTarget int
 
@@ -60,28 +55,20 @@ func (p PathTarget) Open(context.Context) (netns.NsHandle, error) { return openN
 func (p PathTarget) String() string                               { return "netns " + string(p) }
 func (p PathTarget) Spec() TargetSpec                             { return TargetSpec{Kind: "path", Path: string(p)} }
 
-// ContainerTarget is the netns of a running Docker container.
+// ContainerTarget is the netns of a running Docker container, opened with
+// its PID checked again (pkg/containerns).
 type ContainerTarget struct {
 	ID     string
 	Name   string
-	Docker ContainerInspector
+	Docker containerns.Inspector
 }
 
 func (c ContainerTarget) Open(ctx context.Context) (netns.NsHandle, error) {
-	if c.Docker == nil {
-		return -1, fmt.Errorf("resolving container %s: no Docker client", c.ID)
+	h, err := containerns.Open(ctx, c.Docker, c.ID)
+	if errors.Is(err, containerns.ErrNotRunning) {
+		return -1, fmt.Errorf("%w: %w", ErrTargetGone, err)
 	}
-	info, err := c.Docker.ContainerInspect(ctx, c.ID)
-	if err != nil {
-		if isNotFound(err) {
-			return -1, fmt.Errorf("container %s: %w (%v)", c.ID, ErrTargetGone, err)
-		}
-		return -1, fmt.Errorf("inspecting container %s: %w", c.ID, err)
-	}
-	if info.State == nil || !info.State.Running || info.State.Pid == 0 {
-		return -1, fmt.Errorf("container %s is not running: %w", c.ID, ErrTargetGone)
-	}
-	return openNetnsPath(fmt.Sprintf("/proc/%d/ns/net", info.State.Pid))
+	return h, err
 }
 func (c ContainerTarget) String() string {
 	if c.Name != "" {
@@ -92,8 +79,6 @@ func (c ContainerTarget) String() string {
 func (c ContainerTarget) Spec() TargetSpec {
 	return TargetSpec{Kind: "container", ID: c.ID, Name: c.Name}
 }
-
-func isNotFound(err error) bool { return client.IsErrNotFound(err) }
 
 func openNetnsPath(path string) (netns.NsHandle, error) {
 	h, err := netns.GetFromPath(path)
@@ -107,7 +92,7 @@ func openNetnsPath(path string) (netns.NsHandle, error) {
 }
 
 // Target turns a journalled spec back into a target.
-func (d Deps) Target(spec TargetSpec) (NetnsTarget, error) {
+func (d Restorer) Target(spec TargetSpec) (NetnsTarget, error) {
 	switch spec.Kind {
 	case "pid":
 		return PIDTarget(spec.PID), nil
@@ -153,8 +138,8 @@ func currentNetns() (netns.NsHandle, NetnsID, error) {
 }
 
 // openTarget resolves t's netns now and opens a netlink handle in it; the
-// caller closes both. Errors from resolving are returned as they are, so
-// ErrTargetGone can be told apart.
+// caller closes both, and names t in an error. Errors from resolving are
+// returned as they are, so ErrTargetGone can be told apart.
 func openTarget(ctx context.Context, t NetnsTarget) (netns.NsHandle, *netlink.Handle, error) {
 	tns, err := t.Open(ctx)
 	if err != nil {
@@ -163,7 +148,7 @@ func openTarget(ctx context.Context, t NetnsTarget) (netns.NsHandle, *netlink.Ha
 	th, err := netlink.NewHandleAt(tns)
 	if err != nil {
 		tns.Close()
-		return -1, nil, fmt.Errorf("netlink in %s: %w", t, err)
+		return -1, nil, fmt.Errorf("opening netlink in its netns: %w", err)
 	}
 	return tns, th, nil
 }

@@ -10,21 +10,20 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sriov-lane/sriov-lane/pkg/lane/journal"
+	"github.com/sriov-lane/sriov-lane/pkg/config"
+	"github.com/sriov-lane/sriov-lane/pkg/containerns"
+	"github.com/sriov-lane/sriov-lane/pkg/journal"
 )
 
-// Deps is what undoing needs; a fresh process builds it from the lane's
-// configuration.
-type Deps struct {
+// Restorer gives the host back what this package's journal records say
+// was taken; its fields are what that takes (sysfs, Docker, VFIO, bounds).
+// A fresh process builds it from the lane's configuration.
+type Restorer struct {
 	Sysfs  Sysfs
-	Docker ContainerInspector
-	Wait   time.Duration
+	Docker containerns.Inspector
 	// Force returns PFs to the current netns even when it is not the one
 	// they were taken from.
 	Force bool
-	// ReturnWait bounds the wait for a physical PF whose node netns died to
-	// reappear in the init netns (DefaultReturnWait when zero).
-	ReturnWait time.Duration
 	// VFIODir holds the VFIO group devices (/dev/vfio); empty skips the
 	// check for processes holding a VF's group before it is unbound.
 	VFIODir string
@@ -36,7 +35,7 @@ type Deps struct {
 // Undoers reverses every operation this package journals. Each undo is
 // idempotent, copes with an intent that never took effect and succeeds
 // with a note when its object is gone.
-func Undoers(d Deps) journal.Undoers {
+func Undoers(d Restorer) journal.Undoers {
 	return journal.Undoers{
 		OpLease: func(_ context.Context, e *journal.Entry) (string, error) {
 			var rec LeaseRecord
@@ -96,7 +95,7 @@ func Undoers(d Deps) journal.Undoers {
 	}
 }
 
-func (d Deps) undoNumVFs(ctx context.Context, rec NumVFsRecord) (string, error) {
+func (d Restorer) undoNumVFs(ctx context.Context, rec NumVFsRecord) (string, error) {
 	if !d.Sysfs.Exists(rec.PCI) {
 		return fmt.Sprintf("PCI device %s is gone; no VFs to remove", rec.PCI), nil
 	}
@@ -109,13 +108,13 @@ func (d Deps) undoNumVFs(ctx context.Context, rec NumVFsRecord) (string, error) 
 		if err := d.waitVFsFree(ctx, rec.PCI); err != nil {
 			return "", err
 		}
-		write := func() error { return setNumVFs(ctx, d.Sysfs, d.Wait, rec.PCI, 0) }
+		write := func() error { return setNumVFs(d.Sysfs, rec.PCI, 0) }
 		if err := d.boundedVFIOWrite(ctx, vfsOf(d.Sysfs, rec.PCI), write); err != nil {
 			return "", fmt.Errorf("removing VFs of %s: %w", rec.PCI, err)
 		}
 	}
 	if rec.Original != 0 {
-		if err := setNumVFs(ctx, d.Sysfs, d.Wait, rec.PCI, rec.Original); err != nil {
+		if err := setNumVFs(d.Sysfs, rec.PCI, rec.Original); err != nil {
 			return "", fmt.Errorf("restoring %d VFs on %s: %w", rec.Original, rec.PCI, err)
 		}
 		return "restored the " + strconv.Itoa(rec.Original) + " VFs the PF had before (freshly created)", nil
@@ -125,7 +124,7 @@ func (d Deps) undoNumVFs(ctx context.Context, rec NumVFsRecord) (string, error) 
 
 // undoBind frees a VF from the driver the lane bound. The original driver
 // is not re-bound: the numvfs undo that follows removes the VF.
-func (d Deps) undoBind(ctx context.Context, rec BindRecord) (string, error) {
+func (d Restorer) undoBind(ctx context.Context, rec BindRecord) (string, error) {
 	if !d.Sysfs.Exists(rec.VF) {
 		return fmt.Sprintf("VF %s is gone", rec.VF), nil
 	}
@@ -134,12 +133,12 @@ func (d Deps) undoBind(ctx context.Context, rec BindRecord) (string, error) {
 		return "", err
 	}
 	if cur != "" && cur != rec.Original && (cur == rec.Driver || rec.Driver == driverKernel) {
-		if cur == ModeVFIO {
+		if cur == config.VFDriverVFIO {
 			if err := d.waitVFIOFree(ctx, rec.VF); err != nil {
 				return "", err
 			}
 		}
-		err := d.boundedVFIOWrite(ctx, []string{rec.VF}, func() error { return unbind(ctx, d.Sysfs, d.Wait, rec.VF, cur) })
+		err := d.boundedVFIOWrite(ctx, []string{rec.VF}, func() error { return unbind(d.Sysfs, rec.VF, cur) })
 		if err != nil && !errors.Is(err, ErrGroupHeld) {
 			// An unbind left pending by an earlier, timed-out down may
 			// have completed meanwhile: then there is nothing to do.
@@ -168,7 +167,7 @@ func (d Deps) undoBind(ctx context.Context, rec BindRecord) (string, error) {
 // is undone before the autoprobe it followed), so they came back with no
 // driver; with autoprobe on again, a probe gives each the driver the
 // kernel would have given it.
-func (d Deps) probeOriginalVFs(rec AutoprobeRecord) (string, error) {
+func (d Restorer) probeOriginalVFs(rec AutoprobeRecord) (string, error) {
 	if strings.TrimSpace(rec.Original) != "1" {
 		return "", nil
 	}
@@ -188,6 +187,20 @@ func (d Deps) probeOriginalVFs(rec AutoprobeRecord) (string, error) {
 	return fmt.Sprintf("probed the %d VFs %s had before for their drivers", n, rec.PCI), nil
 }
 
+// VFDrivers counts pf's VFs by the driver they are bound to ("none" for
+// none), for status and export.
+func (s Sysfs) VFDrivers(pf string) map[string]int {
+	out := map[string]int{}
+	for _, vf := range vfsOf(s, pf) {
+		drv, err := s.Driver(vf)
+		if err != nil || drv == "" {
+			drv = "none"
+		}
+		out[drv]++
+	}
+	return out
+}
+
 // vfsOf lists the PCI addresses of pf's VFs.
 func vfsOf(sys Sysfs, pf string) []string {
 	links, _ := filepath.Glob(sys.Attr(pf, "virtfn*"))
@@ -201,9 +214,9 @@ func vfsOf(sys Sysfs, pf string) []string {
 }
 
 // waitVFsFree waits until no VF of pf bound to vfio-pci is held open.
-func (d Deps) waitVFsFree(ctx context.Context, pf string) error {
+func (d Restorer) waitVFsFree(ctx context.Context, pf string) error {
 	for _, vf := range vfsOf(d.Sysfs, pf) {
-		if drv, err := d.Sysfs.Driver(vf); err == nil && drv == ModeVFIO {
+		if drv, err := d.Sysfs.Driver(vf); err == nil && drv == config.VFDriverVFIO {
 			if err := d.waitVFIOFree(ctx, vf); err != nil {
 				return err
 			}
@@ -215,10 +228,3 @@ func (d Deps) waitVFsFree(ctx context.Context, pf string) error {
 // DefaultReturnWait is how long down waits for a physical PF to come back
 // from a dead netns before reporting it missing.
 const DefaultReturnWait = 60 * time.Second
-
-func (d Deps) returnWait() time.Duration {
-	if d.ReturnWait > 0 {
-		return d.ReturnWait
-	}
-	return DefaultReturnWait
-}

@@ -6,7 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"time"
+
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 )
 
 // Journal operations of VF set-up.
@@ -16,19 +17,14 @@ const (
 	OpBind      = "sriov.bind"
 )
 
-// VF driver modes.
-const (
-	ModeVFIO      = "vfio-pci"
-	ModeNetdevice = "netdevice"
-)
-
 // driverKernel in a BindRecord means "whatever kernel driver probing picks".
 const driverKernel = "kernel"
 
 // VFOptions say how many VFs a PF gets and how they are bound.
 type VFOptions struct {
 	Count int
-	// Mode is ModeVFIO (default) or ModeNetdevice.
+	// Mode is the lane's vfDriver: config.VFDriverVFIO (the default) binds
+	// the VFs to vfio-pci, config.VFDriverNetdevice keeps kernel netdevs.
 	Mode string
 	// Target receives the VF netdevs in netdevice mode (the PF's node).
 	Target NetnsTarget
@@ -78,7 +74,7 @@ func (s *Session) ConfigureVFs(ctx context.Context, pf PF, opts VFOptions) ([]VF
 
 func (s *Session) configureVFs(ctx context.Context, pf PF, opts VFOptions) ([]VF, error) {
 	if opts.Mode == "" {
-		opts.Mode = ModeVFIO
+		opts.Mode = config.VFDriverVFIO
 	}
 	total, err := s.Sysfs.ReadInt(pf.PCI, "sriov_totalvfs")
 	if err != nil {
@@ -87,16 +83,16 @@ func (s *Session) configureVFs(ctx context.Context, pf PF, opts VFOptions) ([]VF
 	switch {
 	case opts.Count < 0 || opts.Count > total:
 		return nil, fmt.Errorf("%d VFs requested, the device supports 0..%d", opts.Count, total)
-	case opts.Mode == ModeVFIO:
+	case opts.Mode == config.VFDriverVFIO:
 		if _, err := os.Stat(filepath.Join(s.Sysfs.Root, "module", "vfio_pci")); err != nil {
 			return nil, fmt.Errorf("the vfio_pci module is not loaded (load it with modprobe vfio-pci): %w", err)
 		}
-	case opts.Mode == ModeNetdevice:
+	case opts.Mode == config.VFDriverNetdevice:
 		if opts.Target == nil {
 			return nil, fmt.Errorf("netdevice mode needs a target netns for the VF netdevs")
 		}
 	default:
-		return nil, fmt.Errorf("unknown VF mode %q (want %s or %s)", opts.Mode, ModeVFIO, ModeNetdevice)
+		return nil, fmt.Errorf("unknown VF mode %q (want %s or %s)", opts.Mode, config.VFDriverVFIO, config.VFDriverNetdevice)
 	}
 
 	origProbe, err := s.Sysfs.ReadAttr(pf.PCI, "sriov_drivers_autoprobe")
@@ -122,10 +118,10 @@ func (s *Session) configureVFs(ctx context.Context, pf PF, opts VFOptions) ([]VF
 		return nil, err
 	}
 	// The kernel refuses to change a non-zero count to another non-zero one.
-	if err := s.setNumVFs(ctx, pf.PCI, 0); err != nil {
+	if err := setNumVFs(s.Sysfs, pf.PCI, 0); err != nil {
 		return nil, err
 	}
-	if err := s.setNumVFs(ctx, pf.PCI, opts.Count); err != nil {
+	if err := setNumVFs(s.Sysfs, pf.PCI, opts.Count); err != nil {
 		return nil, err
 	}
 	if err := s.done(e); err != nil {
@@ -139,9 +135,9 @@ func (s *Session) configureVFs(ctx context.Context, pf PF, opts VFOptions) ([]VF
 			return nil, fmt.Errorf("reading VF %d: %w", j, err)
 		}
 		vf := VF{PCI: filepath.Base(target), Index: j}
-		if opts.Mode == ModeVFIO {
+		if opts.Mode == config.VFDriverVFIO {
 			err = s.bindVFIO(ctx, pf.PCI, vf.PCI)
-			vf.Driver = ModeVFIO
+			vf.Driver = config.VFDriverVFIO
 		} else {
 			vf, err = s.bindNetdevice(ctx, pf.PCI, vf, opts.Target)
 		}
@@ -156,12 +152,8 @@ func (s *Session) configureVFs(ctx context.Context, pf PF, opts VFOptions) ([]VF
 // setNumVFs writes sriov_numvfs. The kernel creates (or removes) the VFs
 // before the write returns, or fails it: EBUSY for a nonzero count over
 // another, ERANGE above sriov_totalvfs, ENOENT without a PF driver.
-// Removing VFs blocks while one is held through VFIO (see Deps.waitVFsFree).
-func (s *Session) setNumVFs(ctx context.Context, pci string, n int) error {
-	return setNumVFs(ctx, s.Sysfs, s.Wait, pci, n)
-}
-
-func setNumVFs(_ context.Context, sys Sysfs, _ time.Duration, pci string, n int) error {
+// Removing VFs blocks while one is held through VFIO (see Restorer.waitVFsFree).
+func setNumVFs(sys Sysfs, pci string, n int) error {
 	return WriteFile(sys.Attr(pci, "sriov_numvfs"), strconv.Itoa(n))
 }
 
@@ -170,18 +162,18 @@ func (s *Session) bindVFIO(ctx context.Context, pf, vf string) error {
 	if err != nil {
 		return err
 	}
-	e, err := s.begin(OpBind, BindRecord{VF: vf, PF: pf, Original: cur, Driver: ModeVFIO})
+	e, err := s.begin(OpBind, BindRecord{VF: vf, PF: pf, Original: cur, Driver: config.VFDriverVFIO})
 	if err != nil {
 		return err
 	}
-	if cur != ModeVFIO {
-		if err := unbind(ctx, s.Sysfs, s.Wait, vf, cur); err != nil {
+	if cur != config.VFDriverVFIO {
+		if err := unbind(s.Sysfs, vf, cur); err != nil {
 			return err
 		}
-		if err := WriteFile(s.Sysfs.Attr(vf, "driver_override"), ModeVFIO); err != nil {
+		if err := WriteFile(s.Sysfs.Attr(vf, "driver_override"), config.VFDriverVFIO); err != nil {
 			return err
 		}
-		if err := WriteFile(s.Sysfs.DriverFile(ModeVFIO, "bind"), vf); err != nil {
+		if err := WriteFile(s.Sysfs.DriverFile(config.VFDriverVFIO, "bind"), vf); err != nil {
 			return err
 		}
 		// Left set, the override would keep the VF on vfio-pci after the
@@ -219,7 +211,7 @@ func (s *Session) bindNetdevice(ctx context.Context, pf string, vf VF, target Ne
 	}
 	// The VF driver registers the netdev from deferred work (iavf's
 	// init task), after the probe returned: this wait is the kernel's.
-	err = waitFor(ctx, s.Wait, "netdev of VF "+vf.PCI, func() (bool, error) {
+	err = waitFor(ctx, "netdev of VF "+vf.PCI, func() (bool, error) {
 		macs, _ := netMACs(s.Sysfs, vf.PCI)
 		if len(macs) > 0 {
 			vf.MAC = macs[0]
@@ -229,7 +221,7 @@ func (s *Session) bindNetdevice(ctx context.Context, pf string, vf VF, target Ne
 	if err != nil {
 		return vf, err
 	}
-	if vf.Netdev, err = s.moveLink(ctx, "VF", vf.PCI, vf.MAC, target); err != nil {
+	if vf.Netdev, err = s.moveLink(ctx, "VF", vf.PCI, vf.MAC, target, nil); err != nil {
 		return vf, fmt.Errorf("moving VF netdev into %s: %w", target, err)
 	}
 	return vf, nil
@@ -237,8 +229,8 @@ func (s *Session) bindNetdevice(ctx context.Context, pf string, vf VF, target Ne
 
 // unbind detaches bdf from driver (if any); the device is free when the
 // write returns. Unbinding from vfio-pci blocks while the VF's group is
-// held open (see Deps.waitVFIOFree).
-func unbind(_ context.Context, sys Sysfs, _ time.Duration, bdf, driver string) error {
+// held open (see Restorer.waitVFIOFree).
+func unbind(sys Sysfs, bdf, driver string) error {
 	if driver == "" {
 		return nil
 	}

@@ -9,7 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sriov-lane/sriov-lane/pkg/lane/journal"
+	"github.com/sriov-lane/sriov-lane/pkg/config"
+	"github.com/sriov-lane/sriov-lane/pkg/journal"
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
 	"github.com/sriov-lane/sriov-lane/test/rig"
 )
@@ -52,7 +53,7 @@ func TestVFsVFIO(t *testing.T) {
 			t.Errorf("VF %s driver_override left %q", vf.PCI, ov)
 		}
 	}
-	reverse(t, j, s.Deps())
+	reverse(t, j, s.Restorer())
 	if attr(t, r, pf.PCI, "sriov_numvfs") != "0" || attr(t, r, pf.PCI, "sriov_drivers_autoprobe") != "1" {
 		t.Fatalf("after release numvfs %s autoprobe %s", attr(t, r, pf.PCI, "sriov_numvfs"), attr(t, r, pf.PCI, "sriov_drivers_autoprobe"))
 	}
@@ -70,7 +71,7 @@ func TestVFsNetdevice(t *testing.T) {
 	if _, err := s.MovePF(testCtx(t), pf, target); err != nil {
 		t.Fatal(err)
 	}
-	vfs, err := s.ConfigureVFs(testCtx(t), pf, sriov.VFOptions{Count: 2, Mode: sriov.ModeNetdevice, Target: target})
+	vfs, err := s.ConfigureVFs(testCtx(t), pf, sriov.VFOptions{Count: 2, Mode: config.VFDriverNetdevice, Target: target})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +86,7 @@ func TestVFsNetdevice(t *testing.T) {
 			t.Fatalf("VF netdev %s still in host netns", vf.Netdev)
 		}
 	}
-	reverse(t, j, s.Deps())
+	reverse(t, j, s.Restorer())
 	if attr(t, r, pf.PCI, "sriov_numvfs") != "0" {
 		t.Fatal("VFs left after release")
 	}
@@ -121,7 +122,7 @@ func TestUndoBlockedUnbindIsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	d := s.Deps()
+	d := s.Restorer()
 	d.VFIODir, d.HolderWait = r.State.VFIODir, 500*time.Millisecond
 	start := time.Now()
 	err = journal.Reverse(testCtx(t), j, sriov.Undoers(d), journal.ReverseOptions{})
@@ -169,7 +170,7 @@ func TestPFWithVFsComesBackWithThem(t *testing.T) {
 	if _, err := s.ConfigureVFs(testCtx(t), pf, sriov.VFOptions{Count: 4}); err != nil {
 		t.Fatal(err)
 	}
-	reverse(t, j, s.Deps())
+	reverse(t, j, s.Restorer())
 	if got := drivers(); fmt.Sprint(got) != fmt.Sprint(before) {
 		t.Fatalf("VFs after release: drivers %v, before the lane %v", got, before)
 	}

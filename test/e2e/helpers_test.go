@@ -23,7 +23,8 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/vishvananda/netlink"
 
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
+	"github.com/sriov-lane/sriov-lane/pkg/config"
+	"github.com/sriov-lane/sriov-lane/pkg/statedir"
 	"github.com/sriov-lane/sriov-lane/test/rig"
 	"github.com/sriov-lane/sriov-lane/test/testutil"
 )
@@ -234,18 +235,18 @@ func assertLaneGone(t *testing.T, r *rig.Rig, l *lane, pfs []rig.PFInfo) {
 	if _, err := cli.VolumeInspect(ctx, "k3d-"+l.cfg.Name+"-images"); err == nil {
 		t.Errorf("volume k3d-%s-images remains", l.cfg.Name)
 	}
-	leases, _ := filepath.Glob(filepath.Join(l.cfg.StateDir, "leases", "*.json"))
+	leases, _ := filepath.Glob(filepath.Join(statedir.Dir(l.cfg.StateDir).Leases(), "*.json"))
 	for _, f := range leases {
 		b, _ := os.ReadFile(f)
 		if strings.Contains(string(b), `"lane": "`+l.cfg.Name+`"`) {
 			t.Errorf("lease %s of lane %s remains", f, l.cfg.Name)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(l.cfg.StateDir, "lanes", l.cfg.Name)); !os.IsNotExist(err) {
+	if _, err := os.Stat(l.cfg.Dir().Path()); !os.IsNotExist(err) {
 		t.Errorf("lane dir of %s remains (%v)", l.cfg.Name, err)
 	}
 	// No netns pin (or any other mount) of the lane is left behind.
-	if mi, err := os.ReadFile("/proc/self/mountinfo"); err == nil && strings.Contains(string(mi), filepath.Join(l.cfg.StateDir, "lanes", l.cfg.Name)+"/") {
+	if mi, err := os.ReadFile("/proc/self/mountinfo"); err == nil && strings.Contains(string(mi), l.cfg.Dir().Path()+"/") {
 		t.Errorf("a mount under the lane dir of %s remains", l.cfg.Name)
 	}
 }

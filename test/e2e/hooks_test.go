@@ -52,12 +52,7 @@ func TestKubevirtciProviderHooksAndExport(t *testing.T) {
 	if err != nil {
 		t.Fatalf("post-up hook did not run: %v", err)
 	}
-	var pfsJSON string
-	for _, line := range strings.Split(string(hookEnv), "\n") {
-		if v, ok := strings.CutPrefix(line, "SRIOV_LANE_PFS="); ok {
-			pfsJSON = v
-		}
-	}
+	pfsJSON := envValue(string(hookEnv), "SRIOV_LANE_PFS")
 	var pfs []map[string]any
 	if err := json.Unmarshal([]byte(pfsJSON), &pfs); err != nil || len(pfs) != 2 {
 		t.Errorf("SRIOV_LANE_PFS = %q (%v)", pfsJSON, err)
@@ -79,8 +74,10 @@ func TestKubevirtciProviderHooksAndExport(t *testing.T) {
 	}
 
 	provider("down")
-	if _, err := os.Stat(preDownOut); err != nil {
+	if preDownEnv, err := os.ReadFile(preDownOut); err != nil {
 		t.Errorf("pre-down hook did not run: %v", err)
+	} else if got := envValue(string(preDownEnv), "SRIOV_LANE_PFS"); got != pfsJSON {
+		t.Errorf("pre-down hook's SRIOV_LANE_PFS differs from post-up's:\n%s\n%s", got, pfsJSON)
 	}
 	for _, f := range []string{"journal.jsonl", "lane.yaml", "nodes.json", "events.txt", "sriov-sysfs.txt",
 		"nodes/k3d-e2e-h-agent-0/container.log", "nodes/k3d-e2e-h-agent-0/links.txt"} {
@@ -112,4 +109,14 @@ func TestFailingPostUpHookUndoesUp(t *testing.T) {
 		t.Fatalf("exit %d, want 1 with the hook named and an undo", res.code)
 	}
 	assertLaneGone(t, r, l, r.State.PFs)
+}
+
+// envValue is the value of name in env's output.
+func envValue(env, name string) string {
+	for _, line := range strings.Split(env, "\n") {
+		if v, ok := strings.CutPrefix(line, name+"="); ok {
+			return v
+		}
+	}
+	return ""
 }

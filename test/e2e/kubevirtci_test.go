@@ -83,7 +83,7 @@ func TestKubevirtciDropIn(t *testing.T) {
 	}
 	// With the host's kubectl in the stand-in's place, the nodes themselves.
 	if host, err := exec.LookPath("kubectl"); err == nil && exec.Command(host, "version", "--client").Run() == nil {
-		bin := filepath.Join(l.cfg.LaneDir(), "bin", "kubectl")
+		bin := l.cfg.Dir().Kubectl()
 		if err := os.Remove(bin); err != nil {
 			t.Fatalf("the kubectl .kubectl runs is not at %s: %v", bin, err)
 		}

@@ -17,8 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/sriov-lane/sriov-lane/pkg/cni"
-	lanepkg "github.com/sriov-lane/sriov-lane/pkg/lane"
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/test/rig"
 )
 
@@ -32,7 +31,7 @@ func TestPodsOnTheRig(t *testing.T) {
 	requireRig(t)
 	r := rig.NewForTest(t, 2, "rgp")
 	l := newLane(t, r, "e2e-p", 16468)
-	kc := lanepkg.KubeconfigPath(l.cfg)
+	kc := l.cfg.KubeconfigPath()
 
 	l.up(t)
 	cs := kubernetes.NewForConfigOrDie(restConfig(t, kc))
@@ -167,7 +166,7 @@ func assertPodToPodAcrossAgents(t *testing.T, ctx context.Context, cs kubernetes
 // clusterCIDR is the IPv4 pod CIDR of the lane's k3s (ipFamily ipv4).
 func clusterCIDR(l *config.Lane) string {
 	if l.CNI == config.CNICalico {
-		return cni.DefaultCalicoCIDR
+		return config.CalicoPodCIDRv4
 	}
-	return cni.DefaultFlannelCIDR
+	return config.FlannelPodCIDRv4
 }

@@ -21,11 +21,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/sriov-lane/sriov-lane/pkg/config"
+	"github.com/sriov-lane/sriov-lane/pkg/kube"
 	"github.com/sriov-lane/sriov-lane/pkg/lane"
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
 	"github.com/sriov-lane/sriov-lane/pkg/provider"
 )
 
@@ -137,7 +136,7 @@ func writeMachineIDs(l *config.Lane) error {
 		nodes = append(nodes, provider.NodeName(l.ClusterName(), provider.RoleAgent, i))
 	}
 	for _, n := range nodes {
-		p := provider.MachineIDPath(l, n)
+		p := l.Dir().MachineID(n)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return err
 		}
@@ -219,14 +218,11 @@ func (b *bench) laneOnceWith(ctx context.Context, l *config.Lane, s *sample, bet
 // resetOnce does what a CI job does to the lane (a namespace with a
 // ConfigMap, a ClusterRole), then times reset, which must take them away.
 func (b *bench) resetOnce(ctx context.Context, l *config.Lane, s *sample, w io.Writer) error {
-	cfg, err := clientcmd.BuildConfigFromFlags("", lane.KubeconfigPath(l))
+	kc, err := kube.Connect(l.KubeconfigPath())
 	if err != nil {
 		return err
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
+	cs := kc.Typed
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "bench-job"}}, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("making a job's namespace: %w", err)
 	}

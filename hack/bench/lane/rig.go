@@ -11,8 +11,8 @@ import (
 	"github.com/docker/docker/client"
 	"golang.org/x/sys/unix"
 
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/lane"
-	"github.com/sriov-lane/sriov-lane/pkg/lane/config"
 	"github.com/sriov-lane/sriov-lane/pkg/provider"
 	"github.com/sriov-lane/sriov-lane/test/rig"
 	"github.com/sriov-lane/sriov-lane/test/rig/sysfs"
@@ -132,7 +132,7 @@ func (b *bench) close(ctx context.Context) error {
 		if err := provider.NewWithClient(b.docker).Delete(ctx, baselineName); err != nil {
 			errs = append(errs, err)
 		}
-		if err := os.RemoveAll(b.baseline.LaneDir()); err != nil {
+		if err := os.RemoveAll(b.baseline.Dir().Path()); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -21,7 +21,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
-	"github.com/sriov-lane/sriov-lane/pkg/lane/journal"
+	"github.com/sriov-lane/sriov-lane/pkg/journal"
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
 	"github.com/sriov-lane/sriov-lane/test/rig"
 	"github.com/sriov-lane/sriov-lane/test/rig/sysfs"
@@ -132,7 +132,7 @@ func run(ctx context.Context, iters int, script string, minRatio float64) error 
 // each container's netns through the Docker API), then reverse.
 func goMove(ctx context.Context, cli *client.Client, dir, sysfsRoot string, pfs []sriov.PF, ids []string) (time.Duration, error) {
 	start := time.Now()
-	j, err := journal.Open(filepath.Join(dir, journal.FileName))
+	j, err := journal.Open(filepath.Join(dir, "journal.jsonl"))
 	if err != nil {
 		return 0, err
 	}
@@ -143,7 +143,7 @@ func goMove(ctx context.Context, cli *client.Client, dir, sysfsRoot string, pfs 
 			return 0, err
 		}
 	}
-	if err := journal.Reverse(ctx, j, sriov.Undoers(s.Deps()), journal.ReverseOptions{}); err != nil {
+	if err := journal.Reverse(ctx, j, sriov.Undoers(s.Restorer()), journal.ReverseOptions{}); err != nil {
 		return 0, err
 	}
 	return time.Since(start), nil

@@ -2,7 +2,6 @@ package config
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -309,6 +308,3 @@ func emptyDocument(doc *yamlv3.Node) bool {
 
 // Marshal renders l as YAML (defaulted, as `plan` prints it).
 func Marshal(l *Lane) ([]byte, error) { return yaml.Marshal(l) }
-
-// MarshalJSON renders l as indented JSON.
-func MarshalJSON(l *Lane) ([]byte, error) { return json.MarshalIndent(l, "", "  ") }

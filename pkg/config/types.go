@@ -10,7 +10,10 @@ const (
 	Kind       = "Lane"
 )
 
-// VF drivers the lane knows how to prepare.
+// VF drivers the lane knows how to prepare: the values of vfDriver, the
+// one place they are spelled (pkg/sriov binds VFs by them, pkg/cni selects
+// them). VFDriverVFIO is also the name of the kernel driver the VFs are
+// bound to; VFDriverNetdevice leaves them to their kernel VF driver.
 const (
 	VFDriverVFIO      = "vfio-pci"
 	VFDriverNetdevice = "netdevice"
@@ -35,7 +38,8 @@ const (
 	TopologyScopePod             = "pod"
 )
 
-// CNIs the lane can deploy as the cluster's primary network.
+// CNIs the lane can deploy as the cluster's primary network (pkg/cni
+// builds them, pkg/config picks their pod networks).
 const (
 	CNIFlannel = "flannel"
 	CNICalico  = "calico"

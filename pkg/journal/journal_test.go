@@ -11,7 +11,7 @@ import (
 )
 
 func TestBeginDoneReverseFromFreshOpen(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "lane", FileName)
+	p := filepath.Join(t.TempDir(), "lane", "journal.jsonl")
 	j, err := Open(p)
 	if err != nil {
 		t.Fatal(err)
@@ -68,7 +68,7 @@ func TestBeginDoneReverseFromFreshOpen(t *testing.T) {
 }
 
 func TestReverseStopsAtFailureAndResumes(t *testing.T) {
-	p := filepath.Join(t.TempDir(), FileName)
+	p := filepath.Join(t.TempDir(), "journal.jsonl")
 	j, _ := Open(p)
 	defer j.Close()
 	j.Begin("t.cluster", nil)
@@ -97,7 +97,7 @@ func TestReverseStopsAtFailureAndResumes(t *testing.T) {
 }
 
 func TestUnknownOpIsAnError(t *testing.T) {
-	j, _ := Open(filepath.Join(t.TempDir(), FileName))
+	j, _ := Open(filepath.Join(t.TempDir(), "journal.jsonl"))
 	defer j.Close()
 	j.Begin("future.op", nil)
 	if err := Reverse(context.Background(), j, Undoers{}, ReverseOptions{}); err == nil || !strings.Contains(err.Error(), "future.op") {
@@ -106,7 +106,7 @@ func TestUnknownOpIsAnError(t *testing.T) {
 }
 
 func TestTornLastLineIsDropped(t *testing.T) {
-	p := filepath.Join(t.TempDir(), FileName)
+	p := filepath.Join(t.TempDir(), "journal.jsonl")
 	j, _ := Open(p)
 	j.Begin("t.a", nil)
 	j.Close()
@@ -147,7 +147,7 @@ func TestLockHeldAcrossProcesses(t *testing.T) {
 		os.Stdout.WriteString("held\n")
 		select {}
 	}
-	p := filepath.Join(t.TempDir(), FileName)
+	p := filepath.Join(t.TempDir(), "journal.jsonl")
 	cmd := exec.Command(os.Args[0], "-test.run=^TestLockHeldAcrossProcesses$")
 	cmd.Env = append(os.Environ(), "JOURNAL_HOLD="+p)
 	out, _ := cmd.StdoutPipe()
@@ -174,7 +174,7 @@ func TestLockHeldAcrossProcesses(t *testing.T) {
 // Only undoes the entries it accepts, newest first, and leaves the others
 // pending for a later Reverse.
 func TestReverseOnly(t *testing.T) {
-	j, err := Open(filepath.Join(t.TempDir(), FileName))
+	j, err := Open(filepath.Join(t.TempDir(), "journal.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,8 +35,6 @@ type ReverseOptions struct {
 	Before func(e *Entry)
 	// Report is called after each undo with its entry, note and error.
 	Report func(e *Entry, note string, err error)
-	// Until stops once every entry with Seq >= Until is undone (0: all).
-	Until int
 	// Only, when set, narrows the undo to the entries it accepts; the
 	// others stay pending (repair undoes one agent's share of a lane).
 	Only func(e *Entry) bool
@@ -47,9 +45,6 @@ type ReverseOptions struct {
 func Reverse(ctx context.Context, j *Journal, undoers Undoers, opts ReverseOptions) error {
 	var errs []error
 	for _, e := range j.Pending() {
-		if e.Seq < opts.Until {
-			break
-		}
 		if opts.Only != nil && !opts.Only(e) {
 			continue
 		}

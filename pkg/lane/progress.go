@@ -10,9 +10,9 @@ import (
 	"golang.org/x/term"
 )
 
-// Status prints one line per step with its duration: a spinner on a
+// Progress prints one line per step with its duration: a spinner on a
 // terminal, plain lines otherwise (CI logs stay readable), detail with -v.
-type Status struct {
+type Progress struct {
 	out     io.Writer
 	verbose bool
 	tty     bool
@@ -24,10 +24,10 @@ type Status struct {
 	done    chan struct{}
 }
 
-// NewStatus writes to out; a spinner is used only when out is a terminal
+// NewProgress writes to out; a spinner is used only when out is a terminal
 // and CI is not set.
-func NewStatus(out io.Writer, verbose bool) *Status {
-	s := &Status{out: out, verbose: verbose}
+func NewProgress(out io.Writer, verbose bool) *Progress {
+	s := &Progress{out: out, verbose: verbose}
 	if f, ok := out.(*os.File); ok && term.IsTerminal(int(f.Fd())) && os.Getenv("CI") == "" {
 		s.tty = true
 	}
@@ -35,7 +35,7 @@ func NewStatus(out io.Writer, verbose bool) *Status {
 }
 
 // Start begins a step.
-func (s *Status) Start(step string) {
+func (s *Progress) Start(step string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.step, s.started = step, time.Now()
@@ -49,7 +49,7 @@ func (s *Status) Start(step string) {
 	go s.spin(step, s.stop, s.done)
 }
 
-func (s *Status) spin(step string, stop, done chan struct{}) {
+func (s *Progress) spin(step string, stop, done chan struct{}) {
 	defer close(done)
 	frames := []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
 	t := time.NewTicker(100 * time.Millisecond)
@@ -67,7 +67,7 @@ func (s *Status) spin(step string, stop, done chan struct{}) {
 }
 
 // End finishes the current step with its result and duration.
-func (s *Status) End(err error) time.Duration {
+func (s *Progress) End(err error) time.Duration {
 	s.mu.Lock()
 	stop, done := s.stop, s.done
 	s.stop = nil
@@ -92,7 +92,7 @@ func (s *Status) End(err error) time.Duration {
 }
 
 // Detailf prints detail lines under -v.
-func (s *Status) Detailf(format string, args ...any) {
+func (s *Progress) Detailf(format string, args ...any) {
 	if !s.verbose {
 		return
 	}
@@ -102,7 +102,7 @@ func (s *Status) Detailf(format string, args ...any) {
 }
 
 // Infof prints a line always (warnings, notes from undo).
-func (s *Status) Infof(format string, args ...any) {
+func (s *Progress) Infof(format string, args ...any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	fmt.Fprintf(s.out, "%s ! %s\n", s.clearSpinner(), fmt.Sprintf(format, args...))
@@ -110,7 +110,7 @@ func (s *Status) Infof(format string, args ...any) {
 
 // clearSpinner returns what erases the spinner's line before a line is
 // printed while a step runs on a terminal. Call with s.mu held.
-func (s *Status) clearSpinner() string {
+func (s *Progress) clearSpinner() string {
 	if s.tty && s.stop != nil {
 		return "\r\x1b[K"
 	}

@@ -1,6 +1,10 @@
 package config
 
-import "time"
+import (
+	"time"
+
+	"github.com/sriov-lane/sriov-lane/pkg/statedir"
+)
 
 // Pinned defaults. K3sImage must be pinned here: k3d used as a library
 // defaults to rancher/k3s:v1.32.5-k3s1 (k3d-io/k3d version/version.go@v5.9.0;
@@ -95,11 +99,25 @@ func (l *Lane) DatastoreOnTmpfs() bool {
 // ClusterName is the k3d cluster's name; containers are k3d-<name>-agent-N.
 func (l *Lane) ClusterName() string { return l.Name }
 
-// LaneDir is where this lane's journal and outputs live.
-func (l *Lane) LaneDir() string { return l.StateDir + "/lanes/" + l.Name }
+// Dir is this lane's directory in its state dir: its journal, saved config
+// and outputs (pkg/statedir names each).
+func (l *Lane) Dir() statedir.LaneDir { return statedir.Dir(l.StateDir).Lane(l.Name) }
 
-// LeaseDir is shared by every lane using the same state dir.
-func (l *Lane) LeaseDir() string { return l.StateDir + "/leases" }
+// KubeconfigPath is where the lane's kubeconfig is: the one asked for, or
+// the default in the lane's directory.
+func (l *Lane) KubeconfigPath() string {
+	if l.Kubeconfig != "" {
+		return l.Kubeconfig
+	}
+	return l.Dir().Kubeconfig()
+}
+
+// PFsNeeded is how many PFs the lane takes: pfsPerNode for each agent.
+func (l *Lane) PFsNeeded() int { return l.Agents * l.PFsPerNode }
+
+// EnoughVFs reports whether a PF whose sriov_totalvfs is totalVFs can give
+// the lane its vfsPerPF VFs: lease, check and plan take no PF that cannot.
+func (l *Lane) EnoughVFs(totalVFs int) bool { return totalVFs >= l.VFsPerPF }
 
 // NodeLabelKV splits NodeLabel into key and value.
 func (l *Lane) NodeLabelKV() (string, string) {

@@ -75,9 +75,6 @@ type Journal struct {
 // ErrBusy is returned when another live process holds the journal.
 var ErrBusy = errors.New("journal is in use by another sriov-lane process")
 
-// FileName is the journal's name inside a lane's state directory.
-const FileName = "journal.jsonl"
-
 // Open opens (creating if needed) the journal at path and locks it for this
 // process. The lock dies with the process, so a killed `up` never blocks the
 // `down` that cleans up after it.
