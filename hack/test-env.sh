@@ -96,6 +96,16 @@ build_go_binary() { # dir out: rebuild only when the source is newer
 build_go_binary "${ROOT}/hack/runc-wrapper" "${WRAPPER}"
 
 # ---------------------------------------------------------------- dockerd
+# Several rig lanes at once (make test runs four) put a dozen kubelets,
+# containerds, flanneld and Multus daemons on root's one inotify budget,
+# 128 instances by default: pods then fail with "too many open files".
+# kind's known-issues page gives the same fix; `sriov-lane check` warns.
+phase host-limits
+for kv in fs.inotify.max_user_instances=1024 fs.inotify.max_user_watches=524288; do
+	cur="$(sysctl -n "${kv%%=*}")"
+	(( cur >= ${kv#*=} )) || sysctl -qw "${kv}"
+done
+
 phase dockerd
 mkdir -p "$(dirname "${DAEMON_JSON}")"
 current='{}'

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/docker/docker/client"
@@ -75,6 +76,7 @@ func (c *Checker) Run(ctx context.Context) []CheckResult {
 
 	c.checkDocker(ctx, add)
 	checkCgroup(provider.HostCgroupRoot, add)
+	checkInotify(inotifyInstancesFile, add)
 	c.checkSysfs(add)
 	c.checkPFs(ctx, add)
 
@@ -174,6 +176,28 @@ func checkCgroup(root string, add func(string, CheckStatus, string, string)) {
 			"kubelet >= 1.35 refuses cgroup v1 unless told otherwise and will drop it; boot with systemd.unified_cgroup_hierarchy=1 for cgroup v2")
 	default:
 		add("cgroup", Pass, mode.Describe(), "")
+	}
+}
+
+// inotifyInstancesFile is the host's per-user limit on inotify instances.
+// Every node's kubelet, containerd, flanneld and Multus take theirs from
+// root's one budget, 128 by default: a second or third lane's pods then
+// fail with "too many open files" (kind's known issue, which recommends 512).
+const inotifyInstancesFile = "/proc/sys/fs/inotify/max_user_instances"
+
+const minInotifyInstances = 512
+
+func checkInotify(path string, add func(string, CheckStatus, string, string)) {
+	b, err := os.ReadFile(path)
+	n, perr := strconv.Atoi(strings.TrimSpace(string(b)))
+	switch {
+	case err != nil || perr != nil:
+		add("inotify", Warn, fmt.Sprintf("cannot read %s: %v", path, errors.Join(err, perr)), "")
+	case n < minInotifyInstances:
+		add("inotify", Warn, fmt.Sprintf("fs.inotify.max_user_instances is %d: several lanes' nodes share it and their pods fail with \"too many open files\"", n),
+			fmt.Sprintf("sysctl -w fs.inotify.max_user_instances=%d (and persist it in /etc/sysctl.d)", minInotifyInstances))
+	default:
+		add("inotify", Pass, fmt.Sprintf("fs.inotify.max_user_instances %d", n), "")
 	}
 }
 

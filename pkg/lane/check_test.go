@@ -1,6 +1,8 @@
 package lane
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -42,5 +44,27 @@ func TestCheckCgroupUndetectable(t *testing.T) {
 	r := cgroupLine(t, "/proc")
 	if r.Status != Warn || !strings.Contains(r.Message, "neither cgroup2 nor tmpfs") {
 		t.Errorf("%+v", r)
+	}
+}
+
+func TestInotifyLimitChecked(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		body string
+		want CheckStatus
+	}{{"128\n", Warn}, {"512\n", Pass}, {"8192\n", Pass}, {"x\n", Warn}} {
+		p := filepath.Join(dir, "max_user_instances")
+		if err := os.WriteFile(p, []byte(c.body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var got CheckStatus
+		var msg, hint string
+		checkInotify(p, func(name string, s CheckStatus, m, h string) { got, msg, hint = s, m, h })
+		if got != c.want {
+			t.Errorf("max_user_instances %q: %s (%s), want %s", c.body, got, msg, c.want)
+		}
+		if got == Warn && c.body == "128\n" && !strings.Contains(hint, "fs.inotify.max_user_instances=512") {
+			t.Errorf("no fix in the hint: %q", hint)
+		}
 	}
 }
