@@ -479,7 +479,7 @@ func TestHostSysctlsRestoredByDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.WriteFile(key, before, 0o644) })
-	r := rig.NewForTest(t, 1, "rgs")
+	r := rig.NewForTest(t, 1, "rgy")
 	l := newLane(t, r, "e2e-s", 16458)
 	l.up(t)
 	if err := os.WriteFile(key, []byte("1"), 0o644); err != nil {
