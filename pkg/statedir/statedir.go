@@ -9,8 +9,6 @@
 package statedir
 
 import (
-	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -66,9 +64,13 @@ func (d LaneDir) Journal() string { return filepath.Join(string(d), journalFile)
 
 // Exists reports whether the lane exists: from the moment up creates its
 // journal until down, having undone everything, removes it.
+//
+// Only a journal that can be seen counts: a caller that may not read the
+// state dir (not root) must reach the check that tells it so, not be told
+// the lane exists.
 func (d LaneDir) Exists() bool {
 	_, err := os.Stat(d.Journal())
-	return !errors.Is(err, fs.ErrNotExist)
+	return err == nil
 }
 
 // SavedConfig is the resolved config up saved, so that commands acting on the

@@ -61,7 +61,7 @@ func TestUpDownIdempotent(t *testing.T) {
 	defer cancel()
 
 	start := time.Now()
-	s1, err := Up(ctx, Options{Dir: dir, PFs: 3, Prefix: prefix})
+	s1, err := Up(ctx, Options{Dir: dir, PFs: 3, Prefix: prefix, ImageMirror: "http://192.0.2.1:5055"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestUpDownIdempotent(t *testing.T) {
 		t.Fatalf("lane.yaml invalid: %v\n%s", err, b)
 	}
 	if lane.Name != "rig-"+prefix || lane.SysfsRoot != s2.SysfsRoot || lane.Agents != 3 || lane.PFsPerNode != 1 ||
-		lane.RegistryEnabled() || lane.ImageRegistryMirror != testutil.RigImageMirror() || len(lane.PFs.Include) != 3 ||
+		lane.RegistryEnabled() || lane.ImageRegistryMirror != "http://192.0.2.1:5055" || len(lane.PFs.Include) != 3 ||
 		lane.K3sImage != testutil.StandinK3sImage || lane.ToolsImage != testutil.StandinToolsImage {
 		t.Errorf("lane.yaml does not describe the rig:\n%s", b)
 	}
