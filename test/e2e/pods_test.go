@@ -30,7 +30,7 @@ func TestPodsOnTheRig(t *testing.T) {
 	t.Parallel() // own rig, lane names and API port (see TestMain)
 	requireRig(t)
 	r := rig.NewForTest(t, 2, "rgo")
-	l := newLane(t, r, "e2e-p", 16468)
+	l := newLane(t, r, "e2e-o", 16468)
 	kc := l.cfg.KubeconfigPath()
 
 	l.up(t)
