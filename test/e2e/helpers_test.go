@@ -50,7 +50,16 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}
+	// Every binary the tests run, and their temp dirs, get TMPDIR in here:
+	// an up killed on purpose cannot remove its private k3d temp dir, and
+	// parallel tests cannot t.Setenv.
+	tmp, err := os.MkdirTemp("", "sriov-lane-e2e-tmp-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("TMPDIR", tmp)
 	code := m.Run()
+	os.RemoveAll(tmp)
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
