@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/sriov-lane/sriov-lane/pkg/cni"
 	"github.com/sriov-lane/sriov-lane/test/rig/sysfs"
 	"github.com/sriov-lane/sriov-lane/test/standin/rigsysfs"
 	"github.com/sriov-lane/sriov-lane/test/testutil"
@@ -37,11 +38,16 @@ func TestK3dCreatesStandinClusterAndDeletesIt(t *testing.T) {
 	docker := testutil.RequireDocker(t)
 	testutil.RequireImage(t, docker, testutil.StandinK3sImage)
 	testutil.RequireImage(t, docker, testutil.StandinToolsImage)
-	testutil.RequireImage(t, docker, testutil.StandinDevicePluginImage)
-	testutil.RequireImage(t, docker, testutil.FlannelImage)
+	// Component images reach the nodes as in a user's lane with
+	// imageRegistryMirror: pulled through k3s's registries.yaml. k3d's own
+	// image import is not used: both its modes can hang or misreport under
+	// load (k3d-io/k3d issues 900, 1020, 1025; pkg/client/tools.go@v5.9.0
+	// never closes the stream's pipe writers), which is why the product
+	// does not use it either.
+	mirror := testutil.RequireRigImageMirror(t)
 	t.Setenv("K3D_IMAGE_TOOLS", testutil.StandinToolsImage)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	name := fmt.Sprintf("h1a-rig-%d", os.Getpid()%100000)
 	// Registered before anything exists: a failed create must not leave
@@ -72,6 +78,7 @@ func TestK3dCreatesStandinClusterAndDeletesIt(t *testing.T) {
 		Agents:     2,
 		ExposeAPI:  v1alpha5.SimpleExposureOpts{Host: "127.0.0.1", HostIP: "127.0.0.1", HostPort: strconv.Itoa(port)},
 		Image:      testutil.StandinK3sImage,
+		Registries: v1alpha5.SimpleConfigRegistries{Config: registriesConfig(t, mirror)},
 		Volumes: []v1alpha5.VolumeWithNodeFilters{
 			{Volume: sysRoot + ":" + rigsysfs.NodePath, NodeFilters: []string{"agent:*"}},
 		},
@@ -137,7 +144,7 @@ func TestK3dCreatesStandinClusterAndDeletesIt(t *testing.T) {
 
 	// With --flannel-backend=none a node turns Ready only once a CNI config
 	// exists (kubelet: "cni config uninitialized"): deploy Flannel.
-	installFlannel(ctx, t, docker, rt, kc, &cc.Cluster, name)
+	installFlannel(ctx, t, docker, kc, name)
 
 	var nodes []corev1.Node
 	deadline := time.Now().Add(90 * time.Second)
@@ -191,11 +198,11 @@ func TestK3dCreatesStandinClusterAndDeletesIt(t *testing.T) {
 
 	t.Run("a pod runs on an agent", func(t *testing.T) {
 		waitFlannel(ctx, t, kc)
-		checkPodRuns(ctx, t, docker, rt, kc, &cc.Cluster, "k3d-"+name+"-agent-1")
+		checkPodRuns(ctx, t, kc, "k3d-"+name+"-agent-1")
 	})
 
 	t.Run("agents advertise VFs of the fake sysfs", func(t *testing.T) {
-		checkSRIOVResources(ctx, t, docker, rt, kc, &cc.Cluster, name, sysRoot)
+		checkSRIOVResources(ctx, t, docker, kc, name, sysRoot)
 	})
 
 	t.Run("server restart keeps state and credentials", func(t *testing.T) {
@@ -220,7 +227,7 @@ func TestK3dCreatesStandinClusterAndDeletesIt(t *testing.T) {
 // manager) on agent-0 only. The agents see the fake sysfs where the rig's
 // lane config mounts it (test/standin/rigsysfs), and the plugin finds it
 // there through its pod's /var/log, as in the product's DaemonSet.
-func checkSRIOVResources(ctx context.Context, t *testing.T, docker *dockerclient.Client, rt runtimes.Runtime, kc kubernetes.Interface, cluster *k3d.Cluster, name, sysRoot string) {
+func checkSRIOVResources(ctx context.Context, t *testing.T, docker *dockerclient.Client, kc kubernetes.Interface, name, sysRoot string) {
 	agent0, agent1 := "k3d-"+name+"-agent-0", "k3d-"+name+"-agent-1"
 	info, err := docker.ContainerInspect(ctx, agent0)
 	if err != nil {
@@ -260,14 +267,12 @@ func checkSRIOVResources(ctx context.Context, t *testing.T, docker *dockerclient
 	if _, err := kc.CoreV1().ConfigMaps("kube-system").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating device plugin ConfigMap: %v", err)
 	}
-	if err := client.ImageImportIntoClusterMulti(ctx, rt, []string{testutil.StandinDevicePluginImage}, cluster, k3d.ImageImportOpts{Mode: k3d.ImportModeDirect}); err != nil {
-		t.Fatalf("k3d image import of %s: %v", testutil.StandinDevicePluginImage, err)
-	}
 	begin := time.Now()
 	if _, err := kc.CoreV1().Pods("kube-system").Create(ctx, devicePluginPod(agent0), metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating device plugin pod: %v", err)
 	}
-	waitResource(ctx, t, kc, agent0, resName, 3)
+	// The first pull through the mirror is part of this wait.
+	waitResource(ctx, t, kc, agent0, resName, 3, 90*time.Second)
 	t.Logf("kubelet advertised 3 VFs %s after the device plugin pod was created", time.Since(begin).Round(time.Millisecond))
 	if n, err := kc.CoreV1().Nodes().Get(ctx, agent1, metav1.GetOptions{}); err != nil {
 		t.Fatal(err)
@@ -296,8 +301,8 @@ func devicePluginPod(node string) *corev1.Pod {
 			HostNetwork:  true,
 			Containers: []corev1.Container{{
 				Name:            "kube-sriovdp",
-				Image:           testutil.StandinDevicePluginImage,
-				ImagePullPolicy: corev1.PullNever,
+				Image:           cni.DevicePluginImage,
+				ImagePullPolicy: corev1.PullIfNotPresent,
 				Args:            []string{"--log-dir=sriovdp", "--log-level=10", "--resource-prefix=kubevirt.io", "--config-file=/etc/pcidp/config.json"},
 				SecurityContext: &corev1.SecurityContext{Privileged: &privileged},
 				VolumeMounts: []corev1.VolumeMount{
@@ -369,9 +374,9 @@ func checkServerRestart(ctx context.Context, t *testing.T, docker *dockerclient.
 
 // waitResource waits until node's allocatable and capacity hold want of
 // res; want < 0 means the resource must be absent.
-func waitResource(ctx context.Context, t *testing.T, kc kubernetes.Interface, node, res string, want int64) {
+func waitResource(ctx context.Context, t *testing.T, kc kubernetes.Interface, node, res string, want int64, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(within)
 	var last string
 	for {
 		n, err := kc.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})

@@ -11,9 +11,6 @@ import (
 	"github.com/docker/docker/api/types/container"
 	dockerclient "github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
-	"github.com/k3d-io/k3d/v5/pkg/client"
-	"github.com/k3d-io/k3d/v5/pkg/runtimes"
-	k3d "github.com/k3d-io/k3d/v5/pkg/types"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -21,12 +18,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/sriov-lane/sriov-lane/test/sriovtest"
+	"github.com/sriov-lane/sriov-lane/pkg/cni"
+	"github.com/sriov-lane/sriov-lane/pkg/config"
+	"github.com/sriov-lane/sriov-lane/pkg/provider"
 	"github.com/sriov-lane/sriov-lane/test/testutil"
 )
 
 // execIn runs argv in a node container and returns its output; a non-zero
-// exit is an error carrying the output.
+// exit is an error carrying the output. The hijacked stream ignores ctx, so
+// ctx's end closes it: a command that hangs fails the test instead of
+// holding the package until go test's timeout.
 func execIn(ctx context.Context, docker *dockerclient.Client, ctr string, argv ...string) (string, error) {
 	ex, err := docker.ContainerExecCreate(ctx, ctr, container.ExecOptions{Cmd: argv, AttachStdout: true, AttachStderr: true})
 	if err != nil {
@@ -37,9 +38,11 @@ func execIn(ctx context.Context, docker *dockerclient.Client, ctr string, argv .
 		return "", err
 	}
 	defer att.Close()
+	stop := context.AfterFunc(ctx, att.Close)
+	defer stop()
 	var out bytes.Buffer
 	if _, err := stdcopy.StdCopy(&out, &out, att.Reader); err != nil {
-		return out.String(), err
+		return out.String(), fmt.Errorf("reading output of %q in %s: %w (%v)", argv, ctr, err, ctx.Err())
 	}
 	insp, err := docker.ContainerExecInspect(ctx, ex.ID)
 	if err != nil {
@@ -51,19 +54,27 @@ func execIn(ctx context.Context, docker *dockerclient.Client, ctr string, argv .
 	return out.String(), nil
 }
 
+// registriesConfig is the registries.yaml a lane with imageRegistryMirror
+// gets (the product's own rendering), pointing at the rig's registry.
+func registriesConfig(t *testing.T, mirror string) string {
+	t.Helper()
+	reg, err := provider.RegistriesConfig(&config.Lane{ImageRegistryMirror: mirror})
+	if err != nil || reg == "" {
+		t.Fatalf("registries config for mirror %q: %q, %v", mirror, reg, err)
+	}
+	return reg
+}
+
 // installFlannel does what a Flannel deployment does on k3s with
 // --flannel-backend=none: copy the CNI plugins rancher/k3s keeps in the
 // node's /bin (flannel, bridge, host-local, loopback, portmap; cp -L) to
 // /opt/cni/bin, write flannel's conflist into /etc/cni/net.d (the
 // directories containerd uses then), and run flanneld v0.28.9 (built from
-// its module, imported into the nodes as k3d imports images) as a
-// DaemonSet with --kube-subnet-mgr. flanneld reaches the API through the
-// kubernetes Service, so this also needs kube-proxy on every node.
-func installFlannel(ctx context.Context, t *testing.T, docker *dockerclient.Client, rt runtimes.Runtime, kc kubernetes.Interface, cluster *k3d.Cluster, name string) {
+// its module, pulled through the rig's mirror) as a DaemonSet with
+// --kube-subnet-mgr. flanneld reaches the API through the kubernetes
+// Service, so this also needs kube-proxy on every node.
+func installFlannel(ctx context.Context, t *testing.T, docker *dockerclient.Client, kc kubernetes.Interface, name string) {
 	t.Helper()
-	if err := client.ImageImportIntoClusterMulti(ctx, rt, []string{testutil.FlannelImage}, cluster, k3d.ImageImportOpts{Mode: k3d.ImportModeDirect}); err != nil {
-		t.Fatalf("k3d image import of %s: %v", testutil.FlannelImage, err)
-	}
 	conf := `{"name":"cbr0","cniVersion":"0.3.1","plugins":[{"type":"flannel","delegate":{"hairpinMode":true,"isDefaultGateway":true}},{"type":"portmap","capabilities":{"portMappings":true}}]}`
 	script := "set -e; mkdir -p /opt/cni/bin /etc/cni/net.d; cp -L /bin/flannel /bin/bridge /bin/host-local /bin/loopback /bin/portmap /opt/cni/bin/; " +
 		"printf '%s' '" + conf + "' > /etc/cni/net.d/.10-flannel.conflist.tmp; mv /etc/cni/net.d/.10-flannel.conflist.tmp /etc/cni/net.d/10-flannel.conflist"
@@ -128,7 +139,7 @@ func flannelDaemonSet() *appsv1.DaemonSet {
 					Containers: []corev1.Container{{
 						Name:            "kube-flannel",
 						Image:           testutil.FlannelImage,
-						ImagePullPolicy: corev1.PullNever,
+						ImagePullPolicy: corev1.PullIfNotPresent,
 						Command:         []string{"/opt/bin/flanneld"},
 						Args:            []string{"--ip-masq", "--kube-subnet-mgr"},
 						Env: []corev1.EnvVar{
@@ -213,18 +224,9 @@ func checkKubeletAllocatable(ctx context.Context, t *testing.T, kc kubernetes.In
 		capCPU.String(), capMem.String(), allocCPU.String(), allocMem.String(), n.Status.NodeInfo.KubeletVersion)
 }
 
-// checkPodRuns loads a locally built busybox image into the cluster the way
-// k3d does (ctr images import in each node) and expects a pod pinned to
-// node to run and log through kubelet.
-func checkPodRuns(ctx context.Context, t *testing.T, docker *dockerclient.Client, rt runtimes.Runtime, kc kubernetes.Interface, cluster *k3d.Cluster, node string) {
-	if err := sriovtest.EnsureSleeperImage(ctx, docker); err != nil {
-		t.Fatal(err)
-	}
-	begin := time.Now()
-	if err := client.ImageImportIntoClusterMulti(ctx, rt, []string{sriovtest.SleeperImage}, cluster, k3d.ImageImportOpts{Mode: k3d.ImportModeDirect}); err != nil {
-		t.Fatalf("k3d image import of %s: %v", sriovtest.SleeperImage, err)
-	}
-	t.Logf("imported %s into the nodes in %s", sriovtest.SleeperImage, time.Since(begin).Round(time.Millisecond))
+// checkPodRuns expects a pod pinned to node, its busybox image pulled
+// through the mirror, to run and log through kubelet.
+func checkPodRuns(ctx context.Context, t *testing.T, kc kubernetes.Interface, node string) {
 
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "rig-pod", Namespace: "default"},
@@ -232,14 +234,14 @@ func checkPodRuns(ctx context.Context, t *testing.T, docker *dockerclient.Client
 			NodeSelector: map[string]string{"kubernetes.io/hostname": node},
 			Containers: []corev1.Container{{
 				Name:            "sleeper",
-				Image:           sriovtest.SleeperImage,
-				ImagePullPolicy: corev1.PullNever,
-				Command:         []string{"/bin/busybox", "sh", "-c", "echo rig-pod-ok; exec /bin/busybox sleep 100000"},
+				Image:           cni.SmokeImage,
+				ImagePullPolicy: corev1.PullIfNotPresent,
+				Command:         []string{"sh", "-c", "echo rig-pod-ok; exec sleep 100000"},
 			}},
 			TerminationGracePeriodSeconds: new(int64),
 		},
 	}
-	begin = time.Now()
+	begin := time.Now()
 	if _, err := kc.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating pod: %v", err)
 	}
