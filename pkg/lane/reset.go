@@ -51,8 +51,8 @@ type ResetReport struct {
 // Reset returns a running lane to the state up left it in, for the next CI
 // job, without recreating the cluster. It deletes the namespaces and the
 // cluster-scoped objects that are not in the baseline up recorded (minus
-// what the system makes on its own, see planReset), waits until they are gone,
-// checks that every PF is in its agent with its VFs as configured (the
+// what the system makes on its own, see planReset), empties the namespaces
+// itself and waits until everything is gone (emptyns.go says why), checks that every PF is in its agent with its VFs as configured (the
 // checks and repair of `repair`), and waits as up does.
 func Reset(ctx context.Context, l *config.Lane, opts ResetOptions) (ResetReport, error) {
 	var rep ResetReport
@@ -108,7 +108,20 @@ func Reset(ctx context.Context, l *config.Lane, opts ResetOptions) (ResetReport,
 		namespaces, objects := p.waitFor(deleted)
 		if len(namespaces)+len(objects) > 0 {
 			progress.Start("wait for deletions")
+			// Emptying runs beside the wait: the wait says when
+			// everything is gone, whoever finished the namespaces.
+			var emptyErr error
+			var wg sync.WaitGroup
+			wg.Go(func() { emptyErr = emptyNamespaces(wctx, c.Kube, namespaces, progress.Detailf) })
 			err := waitDeleted(wctx, c.Kube, namespaces, objects)
+			wg.Wait()
+			if emptyErr != nil {
+				if err != nil {
+					err = fmt.Errorf("%w\nreset's own emptying of the namespaces: %v", err, emptyErr)
+				} else {
+					progress.Detailf("left the namespaces to kube-controller-manager: %v", emptyErr)
+				}
+			}
 			progress.End(err)
 			if err != nil {
 				return 0, err
