@@ -37,6 +37,10 @@ func sriovCNIObjects(o Options) []runtime.Object {
 				Spec: corev1.PodSpec{
 					NodeSelector: map[string]string{o.NodeSelectorKey: o.NodeSelectorValue},
 					Tolerations:  tolerateAll(),
+					// Unlike upstream's: copying a binary needs no pod
+					// network, and waiting for one (Flannel's subnet.env)
+					// cost every up a failed sandbox and a ~10 s retry.
+					HostNetwork: true,
 					Containers: []corev1.Container{{
 						Name:  "kube-sriov-cni",
 						Image: o.image(SRIOVCNIImage),

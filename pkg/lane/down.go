@@ -114,6 +114,11 @@ func Down(ctx context.Context, l *config.Lane, opts DownOptions) (DownReport, er
 			if note != "" {
 				rep.Notes = append(rep.Notes, e.Op+": "+note)
 			}
+			if err == nil && note == "" {
+				// -v: where down's time goes, one line an undo.
+				c.Progress.Detailf("undid %s (%s)", e.Op, time.Since(started).Round(time.Millisecond))
+				return
+			}
 			c.reportUndo(e, note, err)
 		},
 	})
