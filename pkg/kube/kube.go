@@ -57,6 +57,13 @@ func Connect(kubeconfig string) (*Clients, error) {
 // cfg brings a rate limiter of its own; cfg itself is left as it is.
 func ForConfig(cfg *rest.Config) (*Clients, error) {
 	cfg = rest.CopyConfig(cfg)
+	if cfg.WarningHandler == nil && cfg.WarningHandlerWithContext == nil {
+		// Reset and the baseline read every type generically, deprecated
+		// ones too (v1 Endpoints); client-go's default handler would print
+		// the API server's deprecation warning for each into the progress
+		// output, about types the lane does not use.
+		cfg.WarningHandler = rest.NoWarnings{}
+	}
 	if cfg.RateLimiter == nil {
 		cfg.QPS = max(cfg.QPS, qps)
 		cfg.Burst = max(cfg.Burst, burst)

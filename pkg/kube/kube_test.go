@@ -19,6 +19,9 @@ func TestForConfigLiftsTheRateLimit(t *testing.T) {
 	if c.Config.QPS != qps || c.Config.Burst != burst {
 		t.Errorf("QPS %v, burst %d", c.Config.QPS, c.Config.Burst)
 	}
+	if _, ok := c.Config.WarningHandler.(rest.NoWarnings); !ok {
+		t.Errorf("warning handler %T: the API server's deprecation warnings would reach the progress output", c.Config.WarningHandler)
+	}
 	if cfg.QPS != 0 || cfg.Burst != 0 {
 		t.Errorf("ForConfig changed the caller's config: QPS %v, burst %d", cfg.QPS, cfg.Burst)
 	}

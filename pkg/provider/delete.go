@@ -4,15 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/volume"
-	k3dclient "github.com/k3d-io/k3d/v5/pkg/client"
-	"github.com/k3d-io/k3d/v5/pkg/runtimes"
-	k3d "github.com/k3d-io/k3d/v5/pkg/types"
 )
 
 // Delete removes the lane's cluster, registry and anything a failed create
@@ -39,36 +37,48 @@ func (p *Provider) delete(ctx context.Context, cluster string) (removed []string
 		return removed, err
 	}
 	if len(nodes) > 0 {
-		// k3d's delete knows its own objects; the sweep below only catches
-		// what it leaves (a half-made cluster has no labels to find them by).
-		err := k3dclient.ClusterDelete(ctx, runtimes.Docker, &k3d.Cluster{Name: cluster}, k3d.ClusterDeleteOpts{SkipRegistryCheck: true})
-		if err != nil && !errors.Is(err, k3dclient.ClusterGetNoNodesFoundError) {
-			errs = append(errs, fmt.Errorf("k3d deleting cluster %s: %w", cluster, err))
-		}
 		removed = append(removed, fmt.Sprintf("cluster %s (%d nodes)", cluster, len(nodes)))
 	}
+	isNode := map[string]bool{}
+	for _, n := range nodes {
+		isNode[n.Name] = true
+	}
 
+	// Every container labelled for the cluster (its nodes, k3d's helpers,
+	// what a failed create left), all at once: k3d's ClusterDelete removes
+	// nodes one after another (k3d-io/k3d pkg/client/cluster.go@v5.9.0),
+	// which was most of down. Network and volumes follow, as k3d does.
 	list, err := p.docker.ContainerList(ctx, container.ListOptions{
 		All:     true,
 		Filters: filters.NewArgs(filters.Arg("label", labelK3dCluster+"="+cluster)),
 	})
 	if err != nil {
-		errs = append(errs, fmt.Errorf("listing leftover containers of %s: %w", cluster, err))
+		errs = append(errs, fmt.Errorf("listing containers of %s: %w", cluster, err))
 	}
+	var (
+		mu sync.Mutex
+		wg sync.WaitGroup
+	)
 	for _, c := range list {
-		err := p.docker.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
-		if cerrdefs.IsConflict(err) {
-			// "removal already in progress": a down killed mid-delete left
-			// Docker finishing it. Wait for it rather than fail on it (and
-			// on the network and volumes it still holds).
-			err = p.waitContainerGone(ctx, c.ID)
-		}
-		if err != nil && !cerrdefs.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("removing container %v of %s: %w", c.Names, cluster, err))
-		} else if err == nil {
-			removed = append(removed, "container "+trimSlash(c.Names[0]))
-		}
+		wg.Go(func() {
+			err := p.docker.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+			if cerrdefs.IsConflict(err) {
+				// "removal already in progress": a down killed mid-delete
+				// left Docker finishing it. Wait for it rather than fail on
+				// it (and on the network and volumes it still holds).
+				err = p.waitContainerGone(ctx, c.ID)
+			}
+			name := trimSlash(c.Names[0])
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil && !cerrdefs.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("removing container %s of %s: %w", name, cluster, err))
+			} else if err == nil && !isNode[name] {
+				removed = append(removed, "container "+name)
+			}
+		})
 	}
+	wg.Wait()
 
 	if err := p.docker.NetworkRemove(ctx, NetworkName(cluster)); err == nil {
 		removed = append(removed, "network "+NetworkName(cluster))

@@ -234,7 +234,9 @@ func TestAgentRemovedByHandThenDown(t *testing.T) {
 	l := newLane(t, r, "e2e-d", 16449)
 	l.up(t)
 	cli := docker(t)
-	if err := cli.ContainerRemove(context.Background(), "k3d-e2e-d-agent-0", container.RemoveOptions{Force: true}); err != nil {
+	// -v: the node image's anonymous volumes (/var/lib/kubelet, ...) go
+	// with it; they are the test's doing, not the lane's.
+	if err := cli.ContainerRemove(context.Background(), "k3d-e2e-d-agent-0", container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil {
 		t.Fatal(err)
 	}
 	res := l.down(t)

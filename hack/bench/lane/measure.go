@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	k3dclient "github.com/k3d-io/k3d/v5/pkg/client"
 	k3dconfig "github.com/k3d-io/k3d/v5/pkg/config"
 	"github.com/k3d-io/k3d/v5/pkg/runtimes"
@@ -125,7 +126,14 @@ func (b *bench) clusterRunOnce(ctx context.Context) (run, del time.Duration, err
 	if err := k3dclient.ClusterDelete(dctx, runtimes.Docker, &k3d.Cluster{Name: l.Name}, k3d.ClusterDeleteOpts{SkipRegistryCheck: true}); err != nil {
 		return 0, 0, fmt.Errorf("k3d ClusterDelete: %w", err)
 	}
-	return run, time.Since(start), ctx.Err()
+	del = time.Since(start)
+	// Docker made the datastore volume ClusterConfig mounts, unlabelled
+	// (the provider makes it labelled, before ClusterRun): not k3d's to
+	// delete, so the bench's.
+	if err := b.docker.VolumeRemove(dctx, provider.DatastoreVolumeName(l.ClusterName()), true); err != nil && !cerrdefs.IsNotFound(err) {
+		return 0, 0, fmt.Errorf("removing the baseline's datastore volume: %w", err)
+	}
+	return run, del, ctx.Err()
 }
 
 // writeMachineIDs gives each node the /etc/machine-id file ClusterConfig
