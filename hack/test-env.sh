@@ -292,14 +292,20 @@ build_tools "${FLANNEL_DIR}" install-conf "CGO_ENABLED=0" "-ldflags='-s -w'" \
 	github.com/flannel-io/flannel/cmd/install_conf=install-conf
 INSTALL_CONF_BIN="${TOOLS_OUT}/install-conf"
 
-# Multus v4.3.0 (hack/tools/multus): every program hack/build-go.sh@v4.3.0
-# builds (CGO_ENABLED=0, its version ldflags), one invocation.
+# Multus v4.3.0 (hack/tools/multus) as hack/build-go.sh@v4.3.0 builds it
+# (CGO_ENABLED=0, its version ldflags), one invocation: the programs a
+# lane's thick DaemonSet runs (install_multus, multus-daemon) and the two
+# install_multus copies to the node (multus-shim and passthru:
+# cmd/install_multus/main.go@v4.3.0). Upstream's image has four more
+# (thin plugin, thin entrypoint, kubeconfig generator, cert-approver) no
+# lane runs; at ~35 MB each they doubled what every node pulls and unpacks
+# on every rig up.
 phase multus
 MULTUS_PKG=gopkg.in/k8snetworkplumbingwg/multus-cni.v4
+MULTUS_PROGRAMS=(multus-daemon multus-shim install_multus passthru)
 build_tools "${TOOLS_DIR}/multus" multus "CGO_ENABLED=0" \
 	"-ldflags='-s -w -X ${MULTUS_PKG}/pkg/multus.version=v4.3.0 -X ${MULTUS_PKG}/pkg/multus.gitTreeState=clean -X ${MULTUS_PKG}/pkg/multus.releaseStatus=,released'" \
-	${MULTUS_PKG}/cmd/multus ${MULTUS_PKG}/cmd/multus-daemon ${MULTUS_PKG}/cmd/multus-shim ${MULTUS_PKG}/cmd/install_multus \
-	${MULTUS_PKG}/cmd/thin_entrypoint ${MULTUS_PKG}/cmd/kubeconfig_generator ${MULTUS_PKG}/cmd/cert-approver \
+	${MULTUS_PKG}/cmd/multus-daemon ${MULTUS_PKG}/cmd/multus-shim ${MULTUS_PKG}/cmd/install_multus \
 	${MULTUS_PKG}/cmd/passthru-cni=passthru
 MULTUS_BIN="${TOOLS_OUT}"
 
@@ -507,15 +513,14 @@ phase image-flannel-cni-plugin
 build_image "${FLANNEL_CNI_IMAGE}" 'CMD ["/bin/sh"]' "" "${FLANNEL_CNI_BIN}:/flannel"
 
 # Multus thick under its upstream name, laid out as
-# images/Dockerfile.thick@v4.3.0: programs in /usr/src/multus-cni/bin,
-# cert-approver also at /, the daemon as entrypoint; busybox instead of
-# debian:stable-slim.
+# images/Dockerfile.thick@v4.3.0: programs in /usr/src/multus-cni/bin (the
+# ones a lane runs, see above), the daemon as entrypoint; busybox instead
+# of debian:stable-slim.
 phase image-multus
 multus_files=()
-for b in multus multus-daemon multus-shim install_multus thin_entrypoint kubeconfig_generator cert-approver passthru; do
+for b in "${MULTUS_PROGRAMS[@]}"; do
 	multus_files+=("${MULTUS_BIN}/${b}:/usr/src/multus-cni/bin/${b}")
 done
-multus_files+=("${MULTUS_BIN}/cert-approver:/cert-approver")
 # /var/run is a link to /run as in debian:stable-slim: the product mounts the
 # node's /var/run/netns at /run/netns, and the daemon opens the netns paths
 # containerd hands it (/var/run/netns/cni-...) through that link.
