@@ -23,7 +23,9 @@ records a baseline when it finishes: the UID of every namespace and every cluste
 object. reset deletes every namespace not in it (one made again under a baseline name
 goes too) and every cluster-scoped object not in it, webhooks and aggregated APIServices
 first and CRDs last (their custom resources go with them), and waits until they are gone
-(--timeout; on timeout it names what holds each namespace). It keeps what the system
+(--timeout; on timeout it names what holds each namespace). It empties the namespaces it
+deletes itself, pods first, and finalizes each once nothing is left in it, instead of
+waiting out kube-controller-manager's fixed 5 s delay. It keeps what the system
 makes on its own: nodes, CSRs, CSINodes, kube-apiserver's APIServices and IPAddresses,
 anything named system:*, PriorityClasses system-*, Calico's IPAM objects.
 Objects inside the baseline's namespaces are left as they are. Then it checks that every

@@ -14,16 +14,20 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 
+	"github.com/sriov-lane/sriov-lane/pkg/cni"
 	"github.com/sriov-lane/sriov-lane/test/rig"
 )
 
 // TestResetRemovesWhatAJobMade does what a CI job does to a lane (a
-// namespace with a ConfigMap, a ClusterRole), then resets it: the job's
+// namespace with a running pod and a ConfigMap, a ClusterRole), then
+// resets it: the job's
 // objects are gone, every namespace and ClusterRole the lane had after up
 // is still there under the same UID, and status is healthy with every
-// agent's VFs allocatable. The rig's nodes run kube-controller-manager, so
-// the namespace really goes.
+// agent's VFs allocatable. Reset empties the namespace itself (its pod
+// through kubelet's termination) rather than wait out the namespace
+// controller's fixed 5 s.
 func TestResetRemovesWhatAJobMade(t *testing.T) {
 	t.Parallel() // own rig, lane names and API port (see TestMain)
 	requireRig(t)
@@ -55,17 +59,39 @@ func TestResetRemovesWhatAJobMade(t *testing.T) {
 	if _, err := cs.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "job-reader"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "worker", Namespace: "job-1"},
+		Spec: corev1.PodSpec{
+			TerminationGracePeriodSeconds: ptr.To[int64](1),
+			Containers:                    []corev1.Container{{Name: "c", Image: cni.MirrorImage(l.cfg.ImageRegistryMirror, cni.SmokeImage), Command: []string{"sleep", "3600"}}},
+		},
+	}
+	if _, err := cs.CoreV1().Pods("job-1").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(300 * time.Millisecond) {
+		p, err := cs.CoreV1().Pods("job-1").Get(ctx, "worker", metav1.GetOptions{})
+		if err == nil && p.Status.Phase == corev1.PodRunning {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the job's pod is not Running after 90 s: %v %v", p.Status, err)
+		}
+	}
 
 	start := time.Now()
-	res = run(t, nil, "reset", "--config", l.path)
+	res = run(t, nil, "reset", "--config", l.path, "-v")
 	if res.code != 0 {
 		t.Fatal("reset failed")
 	}
-	t.Logf("reset took %s", time.Since(start))
+	t.Logf("reset took %s:\n%s", time.Since(start), res.output)
 	for _, step := range []string{"delete what up did not make", "wait for deletions", "delete what came back", "check PFs and VFs", "wait for VFs"} {
 		if !strings.Contains(res.output, "✓ "+step+" (") {
 			t.Errorf("no progress line with duration for %q", step)
 		}
+	}
+	if !strings.Contains(res.output, "namespace job-1 emptied and finalized in ") {
+		t.Errorf("reset left the namespace to kube-controller-manager:\n%s", res.output)
 	}
 	if !strings.Contains(res.output, "lane e2e-w reset (deleted 1 namespace(s) and 1 cluster-scoped object(s))") {
 		t.Errorf("reset does not say what it deleted:\n%s", res.output)
