@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -399,11 +400,15 @@ func planReset(b *baseline, st *apiState) resetPlan {
 // still the object the plan saw (a UID precondition): one made again under
 // the same name meanwhile is left to the next pass. It goes on past
 // failures and returns them together with what it deleted.
+//
+// kube-apiserver learns that a webhook configuration is gone from an
+// informer, a moment after the delete; until then it still calls the
+// webhook, whose server reset may be deleting too. So when blockers were
+// deleted, what failed after them is tried again for blockerGoneGrace.
 func deletePlanned(ctx context.Context, md metadata.Interface, p resetPlan, detailf func(string, ...any)) ([]clusterObject, error) {
 	var deleted []clusterObject
-	var errs []error
 	background := metav1.DeletePropagationBackground
-	for _, o := range p.deletes() {
+	try := func(o clusterObject) error {
 		uid := o.UID
 		err := md.Resource(o.gvr()).Delete(ctx, o.Name, metav1.DeleteOptions{
 			PropagationPolicy: &background,
@@ -417,14 +422,51 @@ func deletePlanned(ctx context.Context, md metadata.Interface, p resetPlan, deta
 		case apierrors.IsConflict(err):
 			detailf("%s changed since it was read; left to the next pass: %v", o, err)
 		default:
-			errs = append(errs, fmt.Errorf("deleting %s: %w", o, err))
+			return fmt.Errorf("deleting %s: %w", o, err)
 		}
+		return nil
+	}
+	failed := map[int]error{}
+	todo := p.deletes()
+	blockerDeleted := false
+	for i, o := range todo {
+		n := len(deleted)
+		if err := try(o); err != nil {
+			failed[i] = err
+		}
+		blockerDeleted = blockerDeleted || i < len(p.Blockers) && len(deleted) > n
 		if ctx.Err() != nil {
 			return deleted, ctx.Err()
 		}
 	}
+	if len(failed) > 0 && blockerDeleted {
+		deadline := time.Now().Add(blockerGoneGrace)
+		for len(failed) > 0 && time.Now().Before(deadline) {
+			select {
+			case <-ctx.Done():
+				return deleted, ctx.Err()
+			case <-time.After(resetPollInterval):
+			}
+			for _, i := range slices.Sorted(maps.Keys(failed)) {
+				if err := try(todo[i]); err != nil {
+					failed[i] = err
+				} else {
+					delete(failed, i)
+				}
+			}
+		}
+	}
+	var errs []error
+	for _, i := range slices.Sorted(maps.Keys(failed)) {
+		errs = append(errs, failed[i])
+	}
 	return deleted, errors.Join(errs...)
 }
+
+// blockerGoneGrace bounds how long deletes are tried again after the
+// webhooks and APIServices that refused them were deleted: kube-apiserver's
+// informers see a delete well within a second.
+var blockerGoneGrace = 10 * time.Second
 
 // resetPollInterval is how often the waits look again: a namespace with
 // nothing in it goes within a second or two, and each look is one list.

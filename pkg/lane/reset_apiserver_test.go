@@ -107,8 +107,21 @@ func TestResetDeletesWhatCameAfterTheBaseline(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// kube-apiserver picks the webhook up from an informer, a moment after
+	// the create: probe with dry-run deletes (a webhook without side
+	// effects is called on those too) until it refuses.
+	refused := false
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if err := cs.RbacV1().ClusterRoles().Delete(ctx, "job-reader", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+			refused = true
+			break
+		}
+	}
+	if !refused {
+		t.Fatal("the webhook did not refuse a ClusterRole delete in 15 s: the order of reset's deletes goes untested")
+	}
 	if err := cs.RbacV1().ClusterRoles().Delete(ctx, "job-reader", metav1.DeleteOptions{}); err == nil {
-		t.Fatal("the webhook did not refuse a ClusterRole delete: the order of reset's deletes goes untested")
+		t.Fatal("the webhook refused a dry-run delete but let a real one through")
 	}
 
 	p, deleted, err := deletePass(ctx, kc, b, t.Logf)
