@@ -80,7 +80,8 @@ type Lane struct {
 	SysfsRoot string `json:"sysfsRoot"`
 	// VFIODir is the host's VFIO device directory, mounted into agents.
 	VFIODir string `json:"vfioDir"`
-	// StateDir holds journals and leases.
+	// StateDir holds each lane's journal, saved config, kubeconfig and the
+	// rest of the layout pkg/statedir names, and the host's PF leases.
 	StateDir string `json:"stateDir"`
 	// Volumes are extra mounts, HOST:CONTAINER[:ro]@NODEFILTER[;NODEFILTER...].
 	Volumes             []string `json:"volumes,omitempty"`

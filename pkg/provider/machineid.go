@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/sriov-lane/sriov-lane/pkg/atomicfile"
 	"github.com/sriov-lane/sriov-lane/pkg/config"
 )
 
@@ -20,7 +21,9 @@ func writeMachineIDs(l *config.Lane) error {
 		if _, err := rand.Read(b); err != nil {
 			return fmt.Errorf("generating machine-id for %s: %w", n, err)
 		}
-		if err := os.WriteFile(l.Dir().MachineID(n), []byte(hex.EncodeToString(b)+"\n"), 0o644); err != nil {
+		// Atomic like every file of the state dir: a crash never leaves a
+		// node a truncated machine-id to mount.
+		if err := atomicfile.Write(l.Dir().MachineID(n), []byte(hex.EncodeToString(b)+"\n"), 0o644); err != nil {
 			return fmt.Errorf("writing machine-id for %s: %w", n, err)
 		}
 	}
