@@ -93,9 +93,7 @@ func (p *Provider) delete(ctx context.Context, cluster string) (removed []string
 		}
 	}
 	for v := range vols {
-		// Not forced: Docker ignores "no such volume" when forcing, and the
-		// note must say whether the volume was there.
-		if err := p.docker.VolumeRemove(ctx, v, false); err == nil {
+		if err := p.removeVolume(ctx, v); err == nil {
 			removed = append(removed, "volume "+v)
 		} else if !cerrdefs.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("removing volume %s: %w", v, err))
@@ -106,6 +104,34 @@ func (p *Provider) delete(ctx context.Context, cluster string) (removed []string
 	}
 	return removed, nil
 }
+
+// removeVolume removes a volume, waiting out "volume is in use" for up to
+// volumeReleaseTimeout. Docker drops a removed container from its list
+// before it releases the container's volumes (moby daemon/delete.go
+// cleanupContainer@v20.10.24: containers.Delete, then removeMountPoints),
+// so after a down killed mid-delete, the next down can find the node gone
+// and its volume still held for a moment.
+func (p *Provider) removeVolume(ctx context.Context, name string) error {
+	deadline := time.Now().Add(volumeReleaseTimeout)
+	for {
+		// Not forced: Docker ignores "no such volume" when forcing, and the
+		// note must say whether the volume was there.
+		err := p.docker.VolumeRemove(ctx, name, false)
+		if !cerrdefs.IsConflict(err) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// volumeReleaseTimeout bounds the wait for a volume a container being
+// removed still holds; a volume held longer is held by a container that is
+// not the lane's, and down says so.
+var volumeReleaseTimeout = 10 * time.Second
 
 // containerGoneTimeout bounds the wait for a removal Docker already has
 // under way; removing a node container takes well under a second.

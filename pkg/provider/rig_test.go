@@ -19,6 +19,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
 	"golang.org/x/sys/unix"
 	"k8s.io/client-go/tools/clientcmd"
@@ -615,4 +616,56 @@ func TestRigDeleteSparesForeignRegistryName(t *testing.T) {
 	if err := p.Create(ctx, l, CreateOptions{}); !errors.Is(err, ErrExists) {
 		t.Errorf("create over a foreign registry container: %v, want ErrExists", err)
 	}
+}
+
+// A down killed mid-delete leaves Docker removing a node: the container is
+// gone from Docker's list a moment before its volumes are released. Delete
+// waits that out, and reports a volume held for good.
+func TestRigDeleteWaitsForAVolumeBeingReleased(t *testing.T) {
+	p, cli := rig(t)
+	const name = "pvt6"
+	ctx := context.Background()
+	defer func(d time.Duration) { volumeReleaseTimeout = d }(volumeReleaseTimeout)
+	holder := "sriov-lane-test-" + name + "-holder"
+	t.Cleanup(func() {
+		_ = cli.ContainerRemove(context.Background(), holder, container.RemoveOptions{Force: true})
+		_ = cli.VolumeRemove(context.Background(), ImageVolumeName(name), true)
+	})
+	hold := func(t *testing.T) {
+		t.Helper()
+		if _, err := cli.VolumeCreate(ctx, volume.CreateOptions{Name: ImageVolumeName(name)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cli.ContainerCreate(ctx, &container.Config{Image: testutil.StandinToolsImage},
+			&container.HostConfig{Binds: []string{ImageVolumeName(name) + ":/images"}}, nil, nil, holder); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	t.Run("released", func(t *testing.T) {
+		volumeReleaseTimeout = 10 * time.Second
+		hold(t)
+		go func() {
+			time.Sleep(time.Second)
+			cli.ContainerRemove(context.Background(), holder, container.RemoveOptions{Force: true})
+		}()
+		start := time.Now()
+		if err := p.Delete(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took < time.Second {
+			t.Errorf("delete took %s: it did not wait for the holder", took)
+		}
+		if _, err := cli.VolumeInspect(ctx, ImageVolumeName(name)); !cerrdefs.IsNotFound(err) {
+			t.Errorf("volume %s left: %v", ImageVolumeName(name), err)
+		}
+	})
+	t.Run("held", func(t *testing.T) {
+		volumeReleaseTimeout = 300 * time.Millisecond
+		hold(t)
+		err := p.Delete(ctx, name)
+		if err == nil || !strings.Contains(err.Error(), "removing volume "+ImageVolumeName(name)) || !strings.Contains(err.Error(), "in use") {
+			t.Errorf("delete with the volume held: %v", err)
+		}
+	})
 }
