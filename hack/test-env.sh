@@ -332,11 +332,15 @@ if [[ -f "${REGISTRY_DIR}/go.sum" ]]; then
 fi
 
 # ---------------------------------------------------------------- images
+# Stand-in binaries are built with -buildvcs=false: the stand-ins with a
+# go.mod of their own would carry this checkout's commit and dirty bit, so
+# every commit would rebuild their images (and the node image holding
+# them) although nothing in them changed.
 phase standin-k3s-binary
 mkdir -p "${ROOT}/bin/standin"
 printf '*\n' >"${ROOT}/bin/.gitignore"
 STANDIN_BIN="${ROOT}/bin/standin/k3s"
-(cd "${ROOT}" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "${STANDIN_BIN}.tmp" ./test/standin/k3s)
+(cd "${ROOT}" && CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "-s -w" -o "${STANDIN_BIN}.tmp" ./test/standin/k3s)
 if cmp -s "${STANDIN_BIN}.tmp" "${STANDIN_BIN}"; then rm -f "${STANDIN_BIN}.tmp"; else mv -f "${STANDIN_BIN}.tmp" "${STANDIN_BIN}"; fi
 
 HASH_LABEL=io.sriov-lane.standin.content-hash
@@ -418,7 +422,7 @@ build_image() {
 # of flannel-cni-plugin's image.
 phase flannel-cni
 FLANNEL_CNI_BIN="${ROOT}/bin/standin/flannel"
-(cd "${ROOT}/test/standin/flannelcni" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w" -o "${FLANNEL_CNI_BIN}.tmp" .)
+(cd "${ROOT}/test/standin/flannelcni" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -buildvcs=false -ldflags "-s -w" -o "${FLANNEL_CNI_BIN}.tmp" .)
 if cmp -s "${FLANNEL_CNI_BIN}.tmp" "${FLANNEL_CNI_BIN}"; then rm -f "${FLANNEL_CNI_BIN}.tmp"; else mv -f "${FLANNEL_CNI_BIN}.tmp" "${FLANNEL_CNI_BIN}"; fi
 
 # The sandbox image containerd pins in the nodes: a stand-in pause built
@@ -426,7 +430,7 @@ if cmp -s "${FLANNEL_CNI_BIN}.tmp" "${FLANNEL_CNI_BIN}"; then rm -f "${FLANNEL_C
 # directory, which the stand-in k3s imports at start as k3s does.
 phase image-pause
 PAUSE_BIN="${ROOT}/bin/standin/pause"
-(cd "${ROOT}" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "${PAUSE_BIN}.tmp" ./test/standin/pause)
+(cd "${ROOT}" && CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "-s -w" -o "${PAUSE_BIN}.tmp" ./test/standin/pause)
 if cmp -s "${PAUSE_BIN}.tmp" "${PAUSE_BIN}"; then rm -f "${PAUSE_BIN}.tmp"; else mv -f "${PAUSE_BIN}.tmp" "${PAUSE_BIN}"; fi
 IMAGE_BUSYBOX=0 build_image "${PAUSE_IMAGE}" 'ENTRYPOINT ["/pause"]' "" "${PAUSE_BIN}:/pause"
 PAUSE_ID="$(docker image inspect -f '{{.Id}}' "${PAUSE_IMAGE}")"
@@ -484,7 +488,7 @@ CMD ["agent"]' "kubectl" "${node_files[@]}"
 # upstream's args go to its entrypoint as with the real image.
 phase image-sriovdp
 SRIOVDP_BIN="${ROOT}/bin/standin/sriovdp"
-(cd "${ROOT}/test/standin/sriovdp" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w" -o "${SRIOVDP_BIN}.tmp" .)
+(cd "${ROOT}/test/standin/sriovdp" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -buildvcs=false -ldflags "-s -w" -o "${SRIOVDP_BIN}.tmp" .)
 if cmp -s "${SRIOVDP_BIN}.tmp" "${SRIOVDP_BIN}"; then rm -f "${SRIOVDP_BIN}.tmp"; else mv -f "${SRIOVDP_BIN}.tmp" "${SRIOVDP_BIN}"; fi
 build_image "${SRIOVDP_IMAGE}" 'ENTRYPOINT ["/usr/bin/sriovdp"]' "" "${SRIOVDP_BIN}:/usr/bin/sriovdp"
 
@@ -495,7 +499,7 @@ build_image "${SRIOVDP_IMAGE}" 'ENTRYPOINT ["/usr/bin/sriovdp"]' "" "${SRIOVDP_B
 # /host/opt/cni/bin and sleep; busybox gives it sh, awk, cp and sleep.
 phase image-sriov-cni
 SRIOV_CNI_BIN="${ROOT}/bin/standin/sriov"
-(cd "${ROOT}/test/standin/sriovcni" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w" -o "${SRIOV_CNI_BIN}.tmp" .)
+(cd "${ROOT}/test/standin/sriovcni" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -buildvcs=false -ldflags "-s -w" -o "${SRIOV_CNI_BIN}.tmp" .)
 if cmp -s "${SRIOV_CNI_BIN}.tmp" "${SRIOV_CNI_BIN}"; then rm -f "${SRIOV_CNI_BIN}.tmp"; else mv -f "${SRIOV_CNI_BIN}.tmp" "${SRIOV_CNI_BIN}"; fi
 build_image "${SRIOV_CNI_IMAGE}" 'ENTRYPOINT ["/entrypoint.sh"]' "" \
 	"${SRIOV_CNI_BIN}:/usr/bin/sriov" "${ROOT}/test/standin/sriovcni/entrypoint.sh:/entrypoint.sh"
