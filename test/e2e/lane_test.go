@@ -173,34 +173,48 @@ func rewriteAgents(t *testing.T, l *lane, agents int) {
 }
 
 // TestKillAtEachStepThenDown kills `up` with SIGKILL right after each step
-// finished and checks `down` from a new process loses nothing.
+// finished and checks `down` from a new process loses nothing. The steps
+// go in three groups, each on a rig and lane of its own, in parallel: one
+// chain of nine ups was the longest test of the package.
 func TestKillAtEachStepThenDown(t *testing.T) {
-	t.Parallel() // own rig, lane names and API port (see TestMain)
+	t.Parallel() // own rigs, lane names and API ports (see TestMain)
 	requireRig(t)
-	r := rig.NewForTest(t, 2, "rgk")
-	l := newLane(t, r, "e2e-k", 16447)
-	steps := []string{"preflight", "lease PFs", "create cluster", "prepare nodes", "bind PFs into agents",
-		"create VFs and bind drivers", "label nodes", "deploy components", "wait for VFs"}
-	for _, step := range steps {
-		t.Run(strings.ReplaceAll(step, " ", "_"), func(t *testing.T) {
-			cmd, lines := startUp(t, l)
-			killed := false
-			for line := range lines {
-				if strings.Contains(line, "✓ "+step+" (") {
-					cmd.Process.Signal(syscall.SIGKILL)
-					killed = true
-					break
-				}
+	groups := []struct {
+		prefix, name string
+		port         int
+		steps        []string
+	}{
+		{"rgk", "e2e-k", 16447, []string{"preflight", "lease PFs", "create cluster", "prepare nodes"}},
+		{"rgj", "e2e-j", 16460, []string{"bind PFs into agents", "create VFs and bind drivers"}},
+		{"rgl", "e2e-l", 16463, []string{"label nodes", "deploy components", "wait for VFs"}},
+	}
+	for _, g := range groups {
+		t.Run(g.name, func(t *testing.T) {
+			t.Parallel()
+			r := rig.NewForTest(t, 2, g.prefix)
+			l := newLane(t, r, g.name, g.port)
+			for _, step := range g.steps {
+				t.Run(strings.ReplaceAll(step, " ", "_"), func(t *testing.T) {
+					cmd, lines := startUp(t, l)
+					killed := false
+					for line := range lines {
+						if strings.Contains(line, "✓ "+step+" (") {
+							cmd.Process.Signal(syscall.SIGKILL)
+							killed = true
+							break
+						}
+					}
+					for range lines {
+					}
+					if !killed {
+						t.Fatalf("up never finished step %q", step)
+					}
+					if res := l.down(t); res.code != 0 {
+						t.Fatalf("down after kill at %q failed", step)
+					}
+					assertLaneGone(t, r, l, r.State.PFs)
+				})
 			}
-			for range lines {
-			}
-			if !killed {
-				t.Fatalf("up never finished step %q", step)
-			}
-			if res := l.down(t); res.code != 0 {
-				t.Fatalf("down after kill at %q failed", step)
-			}
-			assertLaneGone(t, r, l, r.State.PFs)
 		})
 	}
 }
