@@ -108,7 +108,7 @@ func Down(ctx context.Context, l *config.Lane, opts DownOptions) (DownReport, er
 		KeepGoing: opts.Force,
 		Before:    func(*journal.Entry) { started = time.Now() },
 		Report: func(e *journal.Entry, note string, err error) {
-			if e.Op == sriov.OpMove && err == nil {
+			if err == nil && sriov.IsPFMove(e) {
 				rep.PFReturn = append(rep.PFReturn, time.Since(started))
 			}
 			if note != "" {

@@ -37,3 +37,10 @@ func Placements(entries []journal.Entry) []Placement {
 	}
 	return out
 }
+
+// IsPFMove reports whether a journal entry moved a PF (OpMove also moves
+// the VF netdevs of netdevice mode).
+func IsPFMove(e *journal.Entry) bool {
+	var r MoveRecord
+	return e.Op == OpMove && e.Decode(&r) == nil && r.Function == "PF"
+}

@@ -3,6 +3,7 @@ package sriov_test
 import (
 	"encoding/json"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/sriov-lane/sriov-lane/pkg/journal"
@@ -51,5 +52,14 @@ func TestPlacementsFromTheJournal(t *testing.T) {
 		`{"pf":{"name":"ens3f0","pci":"0000:3d:00.0","vendor":"","device":"","driver":"","totalVFs":0,"numVFs":0,"mac":"aa:bb:cc:dd:ee:01","present":false,"adminUp":false,"defaultRoute":false,"globalAddress":false},"node":"k3d-sriov-agent-1","nameInNode":"sl0123abcd","vfs":0}]`
 	if string(b) != want {
 		t.Fatalf("placements\n got %s\nwant %s", b, want)
+	}
+
+	// down times PF returns alone: a VF netdev's move is not one.
+	var pfMoves []bool
+	for _, e := range j.Entries() {
+		pfMoves = append(pfMoves, sriov.IsPFMove(&e))
+	}
+	if wantMoves := []bool{true, false, true, true, false, false, false}; !slices.Equal(pfMoves, wantMoves) {
+		t.Errorf("IsPFMove over the journal: %v, want %v", pfMoves, wantMoves)
 	}
 }
