@@ -277,42 +277,60 @@ func TestNRIApplyOnAPIServer(t *testing.T) {
 		}
 	}
 
-	// No injector is running: the API server cannot reach the webhook, and
-	// admits the pod unchanged.
-	start := time.Now()
-	pod, err := cs.CoreV1().Pods("default").Create(t.Context(), &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "nri-down", Namespace: "default", Annotations: map[string]string{"k8s.v1.cni.cncf.io/networks": "sriov-net"}},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("pod refused while the injector is down (failurePolicy must be Ignore): %v", err)
+	// No injector is running. kube-apiserver sees webhook configurations
+	// through an informer, a moment after each write, so each phase first
+	// probes with dry-run creates (the webhook has no side effects, so it
+	// is called for those too) until the API server acts on what was
+	// written. With upstream's failurePolicy Fail a pod is refused, naming
+	// the webhook: the API server does consult it.
+	podWith := func(ns, name string, ann map[string]string) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: ann},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+		}
 	}
-	t.Logf("pod admitted in %s with the injector unreachable", time.Since(start).Round(time.Millisecond))
-	if len(pod.Spec.Containers[0].Resources.Requests) != 0 {
-		t.Errorf("pod mutated without an injector: %v", pod.Spec.Containers[0].Resources)
+	waitFor := func(what string, ok func(error) bool) error {
+		t.Helper()
+		var err error
+		for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			_, err = cs.CoreV1().Pods("default").Create(t.Context(), podWith("default", "probe", nil), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			if ok(err) {
+				return err
+			}
+		}
+		t.Fatalf("%s within 15 s: last dry-run create gave %v", what, err)
+		return nil
 	}
-	// The API server did consult the webhook: with upstream's Fail the
-	// same pod is refused, which is why the lane uses Ignore.
 	mwc.Webhooks[0].FailurePolicy = ptr.To(admissionregistrationv1.Fail)
 	if _, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Update(t.Context(), mwc, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = cs.CoreV1().Pods("default").Create(t.Context(), &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "nri-down-fail", Namespace: "default"},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
-	}, metav1.CreateOptions{})
-	if err == nil || !strings.Contains(err.Error(), nriWebhookName) {
+	err = waitFor("a pod refused with failurePolicy Fail and no injector", func(err error) bool { return err != nil })
+	if !strings.Contains(err.Error(), nriWebhookName) {
 		t.Errorf("with failurePolicy Fail and no injector, pod creation gave %v; want a refusal naming %s", err, nriWebhookName)
 	} else {
 		t.Logf("with Fail: %v", err)
 	}
 	// kube-system is never sent to the webhook, Fail or not.
 	ensureServiceAccount(t, cs, NRINamespace, "default")
-	if _, err := cs.CoreV1().Pods(NRINamespace).Create(t.Context(), &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "nri-kube-system", Namespace: NRINamespace},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
-	}, metav1.CreateOptions{}); err != nil {
+	if _, err := cs.CoreV1().Pods(NRINamespace).Create(t.Context(), podWith(NRINamespace, "nri-kube-system", nil), metav1.CreateOptions{}); err != nil {
 		t.Errorf("pod in kube-system refused: %v", err)
+	}
+
+	// The lane's own objects again (failurePolicy Ignore): the API server
+	// cannot reach the webhook and admits the pod unchanged.
+	if err := Apply(t.Context(), clients(t, cfg), objs, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("failurePolicy Ignore back in force", func(err error) bool { return err == nil })
+	start := time.Now()
+	pod, err := cs.CoreV1().Pods("default").Create(t.Context(), podWith("default", "nri-down", map[string]string{"k8s.v1.cni.cncf.io/networks": "sriov-net"}), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("pod refused while the injector is down (failurePolicy must be Ignore): %v", err)
+	}
+	t.Logf("pod admitted in %s with the injector unreachable", time.Since(start).Round(time.Millisecond))
+	if len(pod.Spec.Containers[0].Resources.Requests) != 0 {
+		t.Errorf("pod mutated without an injector: %v", pod.Spec.Containers[0].Resources)
 	}
 }
 
