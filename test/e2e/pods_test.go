@@ -25,37 +25,39 @@ import (
 // Running and Ready when up returns, pods off the host network get
 // addresses from the cluster CIDR and reach each other across agents
 // through Flannel's VXLAN, and `verify` gets a VF into a pod in both VF
-// driver modes.
+// driver modes. The two modes run on lanes of their own, in parallel.
 func TestPodsOnTheRig(t *testing.T) {
-	t.Parallel() // own rig, lane names and API port (see TestMain)
+	t.Parallel() // own rigs, lane names and API ports (see TestMain)
 	requireRig(t)
-	r := rig.NewForTest(t, 2, "rgo")
-	l := newLane(t, r, "e2e-o", 16468)
-	kc := l.cfg.KubeconfigPath()
+	t.Run("vfio-pci", func(t *testing.T) {
+		t.Parallel()
+		r := rig.NewForTest(t, 2, "rgo")
+		l := newLane(t, r, "e2e-o", 16468)
+		l.up(t)
+		cs := kubernetes.NewForConfigOrDie(restConfig(t, l.cfg.KubeconfigPath()))
+		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+		defer cancel()
 
-	l.up(t)
-	cs := kubernetes.NewForConfigOrDie(restConfig(t, kc))
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
+		assertComponentPodsReady(t, ctx, cs)
+		assertPodToPodAcrossAgents(t, ctx, cs, l.cfg)
 
-	assertComponentPodsReady(t, ctx, cs)
-	assertPodToPodAcrossAgents(t, ctx, cs, l.cfg)
-
-	if res := run(t, nil, "verify", "--config", l.path); res.code != 0 {
-		t.Fatalf("verify in vfio-pci mode: exit %d", res.code)
-	}
-
-	// The same PFs again with kernel VF netdevs: sriov-cni (the stand-in)
-	// moves the VF's netdev into the smoke pod.
-	if res := l.down(t); res.code != 0 {
-		t.Fatal("down failed")
-	}
-	l.cfg.VFDriver = config.VFDriverNetdevice
-	writeLane(t, l)
-	l.up(t)
-	if res := run(t, nil, "verify", "--config", l.path); res.code != 0 {
-		t.Fatalf("verify in netdevice mode: exit %d", res.code)
-	}
+		if res := run(t, nil, "verify", "--config", l.path); res.code != 0 {
+			t.Fatalf("verify in vfio-pci mode: exit %d", res.code)
+		}
+	})
+	// Kernel VF netdevs: sriov-cni (the stand-in) moves the VF's netdev
+	// into the smoke pod.
+	t.Run("netdevice", func(t *testing.T) {
+		t.Parallel()
+		r := rig.NewForTest(t, 2, "rgm")
+		l := newLane(t, r, "e2e-m", 16464)
+		l.cfg.VFDriver = config.VFDriverNetdevice
+		writeLane(t, l)
+		l.up(t)
+		if res := run(t, nil, "verify", "--config", l.path); res.code != 0 {
+			t.Fatalf("verify in netdevice mode: exit %d", res.code)
+		}
+	})
 }
 
 func restConfig(t *testing.T, kubeconfig string) *rest.Config {
