@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -49,7 +50,8 @@ func TestK3dCreatesStandinClusterAndDeletesIt(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	name := fmt.Sprintf("h1a-rig-%d", os.Getpid()%100000)
+	name := fmt.Sprintf("%s%d", clusterPrefix, os.Getpid()%100000)
+	sweepDeadRuns(t, docker)
 	// Registered before anything exists: a failed create must not leave
 	// containers, the network or the image volume on the shared dockerd.
 	t.Cleanup(func() { removeLeftovers(t, docker, name) })
@@ -435,6 +437,59 @@ func leftovers(ctx context.Context, t *testing.T, docker *dockerclient.Client, n
 
 // removeLeftovers deletes by name what a failed run left, touching nothing
 // of other users of the shared dockerd.
+// clusterPrefix names this test's clusters; the rest is the test
+// process's PID.
+const clusterPrefix = "h1a-rig-"
+
+// sweepDeadRuns removes the clusters of test processes that are gone: a
+// run killed before its cleanups leaves a whole cluster whose nodes Docker
+// restarts (unless-stopped) with every daemon restart, burning CPU under
+// every later run.
+func sweepDeadRuns(t *testing.T, docker *dockerclient.Client) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cs, err := docker.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", k3d.LabelClusterName))})
+	if err != nil {
+		t.Logf("not sweeping earlier runs' clusters: %v", err)
+		return
+	}
+	seen := map[string]bool{}
+	for _, c := range cs {
+		name := c.Labels[k3d.LabelClusterName]
+		pid, err := strconv.Atoi(strings.TrimPrefix(name, clusterPrefix))
+		if seen[name] || !strings.HasPrefix(name, clusterPrefix) || err != nil || pid == os.Getpid()%100000 {
+			continue
+		}
+		seen[name] = true
+		// A live run of this test (another checkout on this dockerd) keeps
+		// its cluster; PIDs are cut to five digits, so match by command.
+		if alive := runOfThisTest(pid); alive {
+			continue
+		}
+		t.Logf("removing cluster %s left by a test run that is gone", name)
+		removeLeftovers(t, docker, name)
+	}
+}
+
+// runOfThisTest reports whether a process whose PID ends in pid (five
+// digits) is a k3drig test binary.
+func runOfThisTest(pid int) bool {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return true // cannot tell: leave it
+	}
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil || p%100000 != pid {
+			continue
+		}
+		if cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline")); err == nil && bytes.Contains(cmd, []byte("k3drig.test")) {
+			return true
+		}
+	}
+	return false
+}
+
 func removeLeftovers(t *testing.T, docker *dockerclient.Client, name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
