@@ -112,20 +112,12 @@ func (p *Provider) delete(ctx context.Context, cluster string) (removed []string
 // so after a down killed mid-delete, the next down can find the node gone
 // and its volume still held for a moment.
 func (p *Provider) removeVolume(ctx context.Context, name string) error {
-	deadline := time.Now().Add(volumeReleaseTimeout)
-	for {
+	return retryFor(ctx, volumeReleaseTimeout, func() (bool, error) {
 		// Not forced: Docker ignores "no such volume" when forcing, and the
 		// note must say whether the volume was there.
 		err := p.docker.VolumeRemove(ctx, name, false)
-		if !cerrdefs.IsConflict(err) || time.Now().After(deadline) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+		return !cerrdefs.IsConflict(err), err
+	})
 }
 
 // volumeReleaseTimeout bounds the wait for a volume a container being
@@ -139,14 +131,24 @@ const containerGoneTimeout = 30 * time.Second
 
 // waitContainerGone waits until the container no longer exists.
 func (p *Provider) waitContainerGone(ctx context.Context, id string) error {
-	deadline := time.Now().Add(containerGoneTimeout)
-	for {
+	return retryFor(ctx, containerGoneTimeout, func() (bool, error) {
 		_, err := p.docker.ContainerInspect(ctx, id)
 		if cerrdefs.IsNotFound(err) {
-			return nil
+			return true, nil
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("container %s is still being removed after %s", id[:min(12, len(id))], containerGoneTimeout)
+		return false, fmt.Errorf("container %s is still being removed after %s", id[:min(12, len(id))], containerGoneTimeout)
+	})
+}
+
+// retryFor calls try every 100 ms until it says it is done or timeout has
+// passed, and returns try's last error; ctx ending first returns ctx's.
+// delete waits so for what Docker is still finishing.
+func retryFor(ctx context.Context, timeout time.Duration, try func() (done bool, err error)) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		done, err := try()
+		if done || time.Now().After(deadline) {
+			return err
 		}
 		select {
 		case <-ctx.Done():
