@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -426,13 +425,16 @@ func deletePlanned(ctx context.Context, md metadata.Interface, p resetPlan, deta
 		}
 		return nil
 	}
-	failed := map[int]error{}
-	todo := p.deletes()
+	type failure struct {
+		o   clusterObject
+		err error
+	}
+	var failed []failure
 	blockerDeleted := false
-	for i, o := range todo {
+	for i, o := range p.deletes() {
 		n := len(deleted)
 		if err := try(o); err != nil {
-			failed[i] = err
+			failed = append(failed, failure{o, err})
 		}
 		blockerDeleted = blockerDeleted || i < len(p.Blockers) && len(deleted) > n
 		if ctx.Err() != nil {
@@ -447,18 +449,18 @@ func deletePlanned(ctx context.Context, md metadata.Interface, p resetPlan, deta
 				return deleted, ctx.Err()
 			case <-time.After(resetPollInterval):
 			}
-			for _, i := range slices.Sorted(maps.Keys(failed)) {
-				if err := try(todo[i]); err != nil {
-					failed[i] = err
-				} else {
-					delete(failed, i)
+			still := failed[:0]
+			for _, f := range failed {
+				if err := try(f.o); err != nil {
+					still = append(still, failure{f.o, err})
 				}
 			}
+			failed = still
 		}
 	}
 	var errs []error
-	for _, i := range slices.Sorted(maps.Keys(failed)) {
-		errs = append(errs, failed[i])
+	for _, f := range failed {
+		errs = append(errs, f.err)
 	}
 	return deleted, errors.Join(errs...)
 }
