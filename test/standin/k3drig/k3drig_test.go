@@ -51,7 +51,7 @@ func TestK3dCreatesStandinClusterAndDeletesIt(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	name := fmt.Sprintf("%s%d", clusterPrefix, os.Getpid()%100000)
-	sweepDeadRuns(t, docker)
+	sweepDeadRuns(t, docker, name)
 	// Registered before anything exists: a failed create must not leave
 	// containers, the network or the image volume on the shared dockerd.
 	t.Cleanup(func() { removeLeftovers(t, docker, name) })
@@ -435,8 +435,6 @@ func leftovers(ctx context.Context, t *testing.T, docker *dockerclient.Client, n
 	return left
 }
 
-// removeLeftovers deletes by name what a failed run left, touching nothing
-// of other users of the shared dockerd.
 // clusterPrefix names this test's clusters; the rest is the test
 // process's PID.
 const clusterPrefix = "h1a-rig-"
@@ -444,8 +442,8 @@ const clusterPrefix = "h1a-rig-"
 // sweepDeadRuns removes the clusters of test processes that are gone: a
 // run killed before its cleanups leaves a whole cluster whose nodes Docker
 // restarts (unless-stopped) with every daemon restart, burning CPU under
-// every later run.
-func sweepDeadRuns(t *testing.T, docker *dockerclient.Client) {
+// every later run. own is this run's cluster.
+func sweepDeadRuns(t *testing.T, docker *dockerclient.Client, own string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cs, err := docker.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", k3d.LabelClusterName))})
@@ -457,13 +455,13 @@ func sweepDeadRuns(t *testing.T, docker *dockerclient.Client) {
 	for _, c := range cs {
 		name := c.Labels[k3d.LabelClusterName]
 		pid, err := strconv.Atoi(strings.TrimPrefix(name, clusterPrefix))
-		if seen[name] || !strings.HasPrefix(name, clusterPrefix) || err != nil || pid == os.Getpid()%100000 {
+		if seen[name] || name == own || !strings.HasPrefix(name, clusterPrefix) || err != nil {
 			continue
 		}
 		seen[name] = true
 		// A live run of this test (another checkout on this dockerd) keeps
 		// its cluster; PIDs are cut to five digits, so match by command.
-		if alive := runOfThisTest(pid); alive {
+		if runOfThisTest(pid) {
 			continue
 		}
 		t.Logf("removing cluster %s left by a test run that is gone", name)
@@ -490,6 +488,8 @@ func runOfThisTest(pid int) bool {
 	return false
 }
 
+// removeLeftovers deletes by name what a failed run left, touching nothing
+// of other users of the shared dockerd.
 func removeLeftovers(t *testing.T, docker *dockerclient.Client, name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
