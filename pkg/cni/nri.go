@@ -197,9 +197,10 @@ func nriObjects(o Options) []runtime.Object {
 // server can reach them. With Fail, the first up would deadlock (no CNI pod
 // admitted until the injector runs, no injector until the CNI runs), and so
 // would a lane whose nodes restart. up waits for the Deployment to be
-// Available, so pods created after up get their
-// resources; a pod admitted while the injector is down gets none and fails
-// visibly in sriov-cni instead of being refused.
+// Available and for the API server to reach the injector
+// (WaitInjectorServing), so pods created after up get their resources; a
+// pod admitted while the injector is down gets none and fails visibly in
+// sriov-cni instead of being refused.
 func nriWebhookConfiguration(caBundle []byte) *admissionregistrationv1.MutatingWebhookConfiguration {
 	return &admissionregistrationv1.MutatingWebhookConfiguration{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "MutatingWebhookConfiguration"},

@@ -7,7 +7,9 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,8 +17,12 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 )
 
@@ -332,6 +338,79 @@ func TestNRIApplyOnAPIServer(t *testing.T) {
 	if len(pod.Spec.Containers[0].Resources.Requests) != 0 {
 		t.Errorf("pod mutated without an injector: %v", pod.Spec.Containers[0].Resources)
 	}
+	// up's wait for the injector tells such an API server from one that
+	// reaches the injector: it times out, saying what it saw.
+	wctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	if err := WaitInjectorServing(wctx, cs, objs); err == nil || !strings.Contains(err.Error(), "admitted unchanged") || !strings.Contains(err.Error(), NRIService) {
+		t.Errorf("WaitInjectorServing with no injector: %v", err)
+	}
+}
+
+// WaitInjectorServing returns once a dry-run pod naming a missing network
+// is refused by the injector's webhook, and not while pods are admitted
+// unchanged (the webhook unreached, failurePolicy Ignore) or refused for
+// another reason; without the injector among the objects it does not ask.
+func TestWaitInjectorServing(t *testing.T) {
+	defer func(d time.Duration) { nriProbeInterval = d }(nriProbeInterval)
+	nriProbeInterval = time.Millisecond
+	objs, err := Objects(t.Context(), nriTestOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	denial := apierrors.NewBadRequest(fmt.Sprintf(`admission webhook %q denied the request: could not find network attachment definition 'default/%s'`, nriWebhookName, nriProbeNetwork))
+	// replies[i] is the answer to the i-th create; past the end, the last.
+	answering := func(replies ...error) (*fake.Clientset, *[]k8stesting.CreateActionImpl) {
+		cs := fake.NewClientset()
+		var calls []k8stesting.CreateActionImpl
+		cs.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			calls = append(calls, a.(k8stesting.CreateActionImpl))
+			return true, nil, replies[min(len(calls), len(replies))-1]
+		})
+		return cs, &calls
+	}
+
+	t.Run("reached after two admissions and a missing service account", func(t *testing.T) {
+		cs, calls := answering(nil, nil, apierrors.NewForbidden(corev1.Resource("pods"), nriProbeNetwork, errors.New(`error looking up service account default/default`)), denial)
+		if err := WaitInjectorServing(t.Context(), cs, objs); err != nil {
+			t.Fatal(err)
+		}
+		if len(*calls) != 4 {
+			t.Errorf("%d probes, want 4", len(*calls))
+		}
+		a := (*calls)[0]
+		pod := a.GetObject().(*corev1.Pod)
+		if !slices.Equal(a.GetCreateOptions().DryRun, []string{metav1.DryRunAll}) || a.GetNamespace() != metav1.NamespaceDefault ||
+			pod.Annotations["k8s.v1.cni.cncf.io/networks"] != nriProbeNetwork {
+			t.Errorf("probe: namespace %q, dry run %v, annotations %v", a.GetNamespace(), a.GetCreateOptions().DryRun, pod.Annotations)
+		}
+	})
+	t.Run("never reached", func(t *testing.T) {
+		cs, _ := answering(nil)
+		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+		defer cancel()
+		if err := WaitInjectorServing(ctx, cs, objs); err == nil || !strings.Contains(err.Error(), "does not reach network-resources-injector") {
+			t.Errorf("%v", err)
+		}
+	})
+	t.Run("another webhook's refusal", func(t *testing.T) {
+		cs, _ := answering(apierrors.NewBadRequest(`admission webhook "other.example.com" denied the request: no`))
+		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+		defer cancel()
+		if err := WaitInjectorServing(ctx, cs, objs); err == nil || !strings.Contains(err.Error(), "other.example.com") {
+			t.Errorf("%v", err)
+		}
+	})
+	t.Run("no injector", func(t *testing.T) {
+		cs, calls := answering(nil)
+		plain, err := Objects(t.Context(), defaultTestOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := WaitInjectorServing(t.Context(), cs, plain); err != nil || len(*calls) != 0 {
+			t.Errorf("%d probes: %v", len(*calls), err)
+		}
+	})
 }
 
 func TestWaitDeployments(t *testing.T) {

@@ -2,9 +2,15 @@ package cni
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
+	"strings"
+	"time"
 
+	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -53,3 +59,54 @@ func deploymentPending(d *appsv1.Deployment) string {
 	}
 	return ""
 }
+
+// nriProbeNetwork is the network the serving probe's pod names: a
+// NetworkAttachmentDefinition nobody makes, so an injector that is reached
+// refuses the pod.
+const nriProbeNetwork = "sriov-lane-injector-probe"
+
+// WaitInjectorServing waits, when objs hold the injector's webhook, until
+// kube-apiserver reaches the injector. An Available Deployment is not
+// enough: the API server calls the webhook at its Service's ClusterIP, and
+// until kube-proxy on the server has the endpoints, a call fails and
+// failurePolicy Ignore admits the pod without its VF resources. The probe
+// is a dry-run pod (the webhook has no side effects, so it is called for
+// those) naming a network that does not exist, which a reached injector
+// refuses (network-resources-injector pkg/webhook/webhook.go@v1.9.0,
+// parseNetworkAttachDefinition: "could not find network attachment
+// definition"), with the API server's "admission webhook %q denied the
+// request" (k8s.io/apiserver pkg/admission/plugin/webhook/errors/statuserror.go@v0.36.3).
+func WaitInjectorServing(ctx context.Context, cs kubernetes.Interface, objs []*unstructured.Unstructured) error {
+	if !slices.ContainsFunc(objs, func(o *unstructured.Unstructured) bool {
+		return o.GetKind() == "MutatingWebhookConfiguration" && o.GetName() == NRIWebhookConfig
+	}) {
+		return nil
+	}
+	probe := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: nriProbeNetwork, Namespace: metav1.NamespaceDefault,
+			Annotations: map[string]string{nadv1.NetworkAttachmentAnnot: nriProbeNetwork}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "probe", Image: "probe"}}},
+	}
+	denied := fmt.Sprintf("admission webhook %q denied the request", nriWebhookName)
+	var last error
+	for {
+		_, err := cs.CoreV1().Pods(probe.Namespace).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		switch {
+		case err != nil && strings.Contains(err.Error(), denied):
+			return nil
+		case err == nil:
+			last = errors.New("a pod naming a network was admitted unchanged: the injector is not reached yet")
+		default:
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kube-apiserver does not reach network-resources-injector (Service %s/%s): %w; last probe: %v", NRINamespace, NRIService, ctx.Err(), last)
+		case <-time.After(nriProbeInterval):
+		}
+	}
+}
+
+// nriProbeInterval is how often the serving probe asks again: each is one
+// dry-run create.
+var nriProbeInterval = 200 * time.Millisecond

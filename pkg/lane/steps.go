@@ -265,8 +265,12 @@ func stepWait(ctx context.Context, c *Session) error {
 	if err := cni.WaitDaemonSets(ctx, c.Kube.Typed, c.objects); err != nil {
 		return err
 	}
-	// The injector's Deployment: pods created after up get their VFs.
+	// The injector's Deployment, then its webhook reached through the API
+	// server: pods created after up get their VFs.
 	if err := cni.WaitDeployments(ctx, c.Kube.Typed, c.objects); err != nil {
+		return err
+	}
+	if err := cni.WaitInjectorServing(ctx, c.Kube.Typed, c.objects); err != nil {
 		return err
 	}
 	if c.Lane.CNI == config.CNICalico {
