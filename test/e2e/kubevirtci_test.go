@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,8 +17,10 @@ import (
 // TestKubevirtciDropIn installs hack/kubevirtci/provider.sh into a
 // kubevirtci checkout (test/kubevirtci) and uses the lane only through
 // cluster-up's scripts, as a KubeVirt developer would: up.sh, hack/config.sh,
-// kubectl.sh, ssh.sh, cli.sh, down.sh. The provider is named unlike the
-// lane, so the config file must follow the provider's name.
+// kubectl.sh, ssh.sh, cli.sh, down.sh, with a CI job's post-up and
+// pre-down hooks and ARTIFACTS, where down exports the lane's logs. The
+// provider is named unlike the lane, so the config file must follow the
+// provider's name.
 func TestKubevirtciDropIn(t *testing.T) {
 	t.Parallel() // own rig, lane names and API port (see TestMain)
 	requireRig(t)
@@ -37,12 +40,36 @@ func TestKubevirtciDropIn(t *testing.T) {
 		t.Logf("no %s: the lane runs without a registry", testutil.StandinRegistryImage)
 	}
 
+	// A CI job's hooks, and ARTIFACTS for the logs down exports.
+	hookOut := filepath.Join(r.Dir, "post-up.env")
+	preDownOut := filepath.Join(r.Dir, "pre-down.env")
+	l.cfg.Hooks.PostUp = [][]string{{"/bin/sh", "-c", "env > " + hookOut + "; echo post-up-hook-ran"}}
+	l.cfg.Hooks.PreDown = [][]string{{"/bin/sh", "-c", "env > " + preDownOut}}
+	writeLane(t, l)
+	artifacts := filepath.Join(r.Dir, "artifacts")
+
 	tr := kubevirtci.NewTree(t, "k3d-sriov")
 	env := func(extra ...string) []string {
-		return tr.Env(append([]string{"SRIOV_LANE=" + binary, "SRIOV_LANE_CONFIG=" + l.path, "KUBEVIRT_NUM_NODES=3"}, extra...)...)
+		return tr.Env(append([]string{"SRIOV_LANE=" + binary, "SRIOV_LANE_CONFIG=" + l.path, "KUBEVIRT_NUM_NODES=3", "ARTIFACTS=" + artifacts}, extra...)...)
 	}
-	if res := tr.Run(t, env(), "up.sh"); res.Code != 0 {
+	res := tr.Run(t, env(), "up.sh")
+	if res.Code != 0 {
 		t.Fatalf("up.sh: exit %d", res.Code)
+	}
+	if !strings.Contains(res.Stdout+res.Stderr, "post-up-hook-ran") {
+		t.Errorf("post-up hook output not streamed")
+	}
+	hookEnv, err := os.ReadFile(hookOut)
+	if err != nil {
+		t.Fatalf("post-up hook did not run: %v", err)
+	}
+	pfsJSON := envValue(string(hookEnv), "SRIOV_LANE_PFS")
+	var pfs []map[string]any
+	if err := json.Unmarshal([]byte(pfsJSON), &pfs); err != nil || len(pfs) != 2 {
+		t.Errorf("SRIOV_LANE_PFS = %q (%v)", pfsJSON, err)
+	}
+	if !strings.Contains(string(hookEnv), "SRIOV_LANE_NAME=e2e-v") || !strings.Contains(string(hookEnv), "KUBECONFIG=/") {
+		t.Errorf("hook environment lacks SRIOV_LANE_NAME or KUBECONFIG")
 	}
 	dir := tr.ProviderDir()
 	for _, f := range []string{".kubeconfig", ".kubectl", "config-provider-k3d-sriov.sh"} {
@@ -76,7 +103,7 @@ func TestKubevirtciDropIn(t *testing.T) {
 
 	// kubectl.sh: .kubectl must be kubectl with the lane's kubeconfig. The
 	// stand-in k3s has no real kubectl but says what its kubectl was asked.
-	res := tr.Run(t, env(), "kubectl.sh", "get", "nodes")
+	res = tr.Run(t, env(), "kubectl.sh", "get", "nodes")
 	if !strings.Contains(res.Stderr, "stand-in k3s has no kubectl") ||
 		!strings.Contains(res.Stderr, `"--kubeconfig=`+filepath.Join(dir, ".kubeconfig")+`" "get" "nodes"`) {
 		t.Errorf("kubectl.sh get nodes did not reach kubectl with the lane's kubeconfig")
@@ -133,6 +160,22 @@ func TestKubevirtciDropIn(t *testing.T) {
 
 	if res := tr.Run(t, env(), "down.sh"); res.Code != 0 {
 		t.Errorf("down.sh: exit %d", res.Code)
+	}
+	if preDownEnv, err := os.ReadFile(preDownOut); err != nil {
+		t.Errorf("pre-down hook did not run: %v", err)
+	} else if got := envValue(string(preDownEnv), "SRIOV_LANE_PFS"); got != pfsJSON {
+		t.Errorf("pre-down hook's SRIOV_LANE_PFS differs from post-up's:\n%s\n%s", got, pfsJSON)
+	}
+	// down exported the lane's logs into ARTIFACTS before it went.
+	for _, f := range []string{"journal.jsonl", "lane.yaml", "nodes.json", "events.txt", "sriov-sysfs.txt",
+		"nodes/k3d-e2e-v-agent-0/container.log", "nodes/k3d-e2e-v-agent-0/links.txt"} {
+		if _, err := os.Stat(filepath.Join(artifacts, "e2e-v", f)); err != nil {
+			t.Errorf("export logs: %s missing: %v", f, err)
+		}
+	}
+	links, _ := os.ReadFile(filepath.Join(artifacts, "e2e-v", "nodes/k3d-e2e-v-agent-0/links.txt"))
+	if !strings.Contains(string(links), "rgv") {
+		t.Errorf("agent-0's links do not show its PF:\n%s", links)
 	}
 	for _, f := range []string{".kubeconfig", ".kubectl", "config-provider-k3d-sriov.sh"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); !os.IsNotExist(err) {

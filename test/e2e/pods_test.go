@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -21,11 +22,24 @@ import (
 	"github.com/sriov-lane/sriov-lane/test/rig"
 )
 
-// Pods really run on the rig (issue #10 item 5): every component pod is
+// Pods really run on the rig (issue #10 item 5), each VF driver mode on a
+// lane of its own, in parallel. Each lane then serves the checks that need
+// a lane up in that mode, one after another as a CI job's would: an up on
+// the rig costs far more than any check, and make test's length is the
+// number of ups. A check that fails stops its lane's chain.
+//
+// vfio-pci, up with network-resources-injector: every component pod is
 // Running and Ready when up returns, pods off the host network get
 // addresses from the cluster CIDR and reach each other across agents
-// through Flannel's VXLAN, and `verify` gets a VF into a pod in both VF
-// driver modes. The two modes run on lanes of their own, in parallel.
+// through Flannel's VXLAN, verify gets a VF into a pod, reset removes what a
+// job (and the checks before it) made, and the injector adds the VF
+// resource to a pod that names a network of it.
+//
+// netdevice: sriov-cni (the stand-in) moves the VF's netdev into verify's
+// pod; then every node container restarts, as a Docker daemon restart does
+// to them (new PIDs, new network namespaces): the agents' old netns are
+// pinned, so the stand-in PFs and their VF netdevs in them survive, and
+// down brings every PF back under its name without waiting for any refund.
 func TestPodsOnTheRig(t *testing.T) {
 	t.Parallel() // own rigs, lane names and API ports (see TestMain)
 	requireRig(t)
@@ -33,20 +47,49 @@ func TestPodsOnTheRig(t *testing.T) {
 		t.Parallel()
 		r := rig.NewForTest(t, 2, "rgo")
 		l := newLane(t, r, "e2e-o", 16468)
-		l.up(t)
-		cs := kubernetes.NewForConfigOrDie(restConfig(t, l.cfg.KubeconfigPath()))
-		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-		defer cancel()
-
-		assertComponentPodsReady(t, ctx, cs)
-		assertPodToPodAcrossAgents(t, ctx, cs, l.cfg)
-
-		if res := run(t, nil, "verify", "--config", l.path); res.code != 0 {
-			t.Fatalf("verify in vfio-pci mode: exit %d", res.code)
+		// up's own wait gives up, naming what it waited for, before run's
+		// five minutes kill it.
+		l.cfg.WaitTimeout.Duration = 4 * time.Minute
+		writeLane(t, l)
+		res := run(t, []string{"SRIOV_LANE_NETWORK_RESOURCES_INJECTOR=true"}, "up", "--config", l.path)
+		if res.code != 0 {
+			t.Fatal("up failed")
 		}
+		if !strings.Contains(res.output, "✓ record baseline (") {
+			t.Errorf("up recorded no baseline:\n%s", res.output)
+		}
+		cfg := restConfig(t, l.cfg.KubeconfigPath())
+		cs := kubernetes.NewForConfigOrDie(cfg)
+		afterUp := laneObjects(t, cs)
+		checks := []struct {
+			name string
+			fn   func(t *testing.T)
+		}{
+			{"component_pods_ready", func(t *testing.T) { assertComponentPodsReady(t, t.Context(), cs) }},
+			{"pod_to_pod_across_agents", func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+				defer cancel()
+				assertPodToPodAcrossAgents(t, ctx, cs, l.cfg)
+			}},
+			{"verify", func(t *testing.T) {
+				if res := run(t, nil, "verify", "--config", l.path); res.code != 0 {
+					t.Fatalf("verify in vfio-pci mode: exit %d", res.code)
+				}
+			}},
+			// pod_to_pod_across_agents made one namespace.
+			{"reset", func(t *testing.T) { checkReset(t, l, cs, afterUp, 1) }},
+			{"network_resources_injector", func(t *testing.T) { checkInjector(t, l, cfg, res.output) }},
+		}
+		for _, c := range checks {
+			if !t.Run(c.name, c.fn) {
+				break
+			}
+		}
+		if res := l.down(t); res.code != 0 {
+			t.Fatal("down failed")
+		}
+		assertLaneGone(t, r, l, r.State.PFs)
 	})
-	// Kernel VF netdevs: sriov-cni (the stand-in) moves the VF's netdev
-	// into the smoke pod.
 	t.Run("netdevice", func(t *testing.T) {
 		t.Parallel()
 		r := rig.NewForTest(t, 2, "rgm")
@@ -57,6 +100,20 @@ func TestPodsOnTheRig(t *testing.T) {
 		if res := run(t, nil, "verify", "--config", l.path); res.code != 0 {
 			t.Fatalf("verify in netdevice mode: exit %d", res.code)
 		}
+		cli := docker(t)
+		for _, n := range []string{"server-0", "agent-0", "agent-1"} {
+			if err := cli.ContainerRestart(t.Context(), "k3d-e2e-m-"+n, container.StopOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		res := l.down(t)
+		if res.code != 0 {
+			t.Fatal("down after the nodes restarted failed")
+		}
+		if strings.Contains(res.output, "not found") {
+			t.Errorf("down reports a lost stand-in although the netns were pinned:\n%s", res.output)
+		}
+		assertLaneGone(t, r, l, r.State.PFs)
 	})
 }
 

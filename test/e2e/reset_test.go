@@ -2,7 +2,7 @@ package e2e
 
 import (
 	"context"
-	"path/filepath"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -13,42 +13,22 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
 	"github.com/sriov-lane/sriov-lane/pkg/cni"
-	"github.com/sriov-lane/sriov-lane/test/rig"
 )
 
-// TestResetRemovesWhatAJobMade does what a CI job does to a lane (a
-// namespace with a running pod and a ConfigMap, a ClusterRole), then
-// resets it: the job's
-// objects are gone, every namespace and ClusterRole the lane had after up
-// is still there under the same UID, and status is healthy with every
-// agent's VFs allocatable. Reset empties the namespace itself (its pod
-// through kubelet's termination) rather than wait out the namespace
-// controller's fixed 5 s.
-func TestResetRemovesWhatAJobMade(t *testing.T) {
-	t.Parallel() // own rig, lane names and API port (see TestMain)
-	requireRig(t)
-	r := rig.NewForTest(t, 2, "rgw")
-	l := newLane(t, r, "e2e-w", 16467)
-	kc := filepath.Join(r.Dir, "kubeconfig-w")
-	res := run(t, nil, "up", "--config", l.path, "--kubeconfig", kc)
-	if res.code != 0 {
-		t.Fatal("up failed")
-	}
-	if !strings.Contains(res.output, "✓ record baseline (") {
-		t.Errorf("up recorded no baseline:\n%s", res.output)
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", kc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs := kubernetes.NewForConfigOrDie(cfg)
-	ctx := context.Background()
-	before := laneObjects(t, cs)
-
+// checkReset does what a CI job does to a lane (a namespace with a running
+// pod and a ConfigMap, a ClusterRole), then resets it: the job's objects,
+// and whatever earlier checks on the lane made, are gone; every namespace
+// and ClusterRole the lane had after up (before, taken then) is still
+// there under the same UID, and status is healthy with every agent's VFs
+// allocatable. Reset empties the namespace itself (its pod through
+// kubelet's termination) rather than wait out the namespace controller's
+// fixed 5 s. madeBefore is how many namespaces earlier checks made.
+func checkReset(t *testing.T, l *lane, cs kubernetes.Interface, before map[string]types.UID, madeBefore int) {
+	t.Helper()
+	ctx := t.Context()
 	// What a job makes.
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "job-1"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -80,7 +60,7 @@ func TestResetRemovesWhatAJobMade(t *testing.T) {
 	}
 
 	start := time.Now()
-	res = run(t, nil, "reset", "--config", l.path, "-v")
+	res := run(t, nil, "reset", "--config", l.path, "-v")
 	if res.code != 0 {
 		t.Fatal("reset failed")
 	}
@@ -93,7 +73,7 @@ func TestResetRemovesWhatAJobMade(t *testing.T) {
 	if !strings.Contains(res.output, "namespace job-1 emptied and finalized in ") {
 		t.Errorf("reset left the namespace to kube-controller-manager:\n%s", res.output)
 	}
-	if !strings.Contains(res.output, "lane e2e-w reset (deleted 1 namespace(s) and 1 cluster-scoped object(s))") {
+	if want := fmt.Sprintf("lane %s reset (deleted %d namespace(s) and 1 cluster-scoped object(s))", l.cfg.Name, 1+madeBefore); !strings.Contains(res.output, want) {
 		t.Errorf("reset does not say what it deleted:\n%s", res.output)
 	}
 	if _, err := cs.CoreV1().Namespaces().Get(ctx, "job-1", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
@@ -120,10 +100,6 @@ func TestResetRemovesWhatAJobMade(t *testing.T) {
 	if res := run(t, nil, "reset", "--config", l.path); res.code != 0 || !strings.Contains(res.output, "nothing to delete") {
 		t.Errorf("second reset: exit %d\n%s", res.code, res.output)
 	}
-	if res := l.down(t); res.code != 0 {
-		t.Fatal("down after reset failed")
-	}
-	assertLaneGone(t, r, l, r.State.PFs)
 }
 
 // laneObjects is every namespace and ClusterRole, by kind and name, with
