@@ -44,16 +44,53 @@ func (p *Provider) delete(ctx context.Context, cluster string) (removed []string
 		isNode[n.Name] = true
 	}
 
-	// Every container labelled for the cluster (its nodes, k3d's helpers,
-	// what a failed create left), all at once: k3d's ClusterDelete removes
-	// nodes one after another (k3d-io/k3d pkg/client/cluster.go@v5.9.0),
-	// which was most of down. Network and volumes follow, as k3d does.
+	rm, rmErrs := p.removeContainers(ctx, cluster, isNode)
+	removed, errs = append(removed, rm...), append(errs, rmErrs...)
+
+	if err := p.docker.NetworkRemove(ctx, NetworkName(cluster)); err == nil {
+		removed = append(removed, "network "+NetworkName(cluster))
+	} else if !cerrdefs.IsNotFound(err) {
+		errs = append(errs, fmt.Errorf("removing network %s: %w", NetworkName(cluster), err))
+	}
+
+	vols := map[string]bool{ImageVolumeName(cluster): true}
+	if vl, err := p.docker.VolumeList(ctx, volume.ListOptions{Filters: filters.NewArgs(filters.Arg("label", labelK3dCluster+"="+cluster))}); err == nil {
+		for _, v := range vl.Volumes {
+			vols[v.Name] = true
+		}
+	}
+	for v := range vols {
+		err := p.removeVolume(ctx, v, func() {
+			// A create killed mid-way can have asked Docker for a node that
+			// appears only now (Docker finishes a create whose client is
+			// gone) and holds the volume: it is the lane's, by its label.
+			rm, _ := p.removeContainers(ctx, cluster, isNode)
+			removed = append(removed, rm...)
+		})
+		if err == nil {
+			removed = append(removed, "volume "+v)
+		} else if !cerrdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("removing volume %s: %w", v, err))
+		}
+	}
+	if len(errs) > 0 {
+		return removed, fmt.Errorf("deleting lane cluster %s: %w", cluster, errors.Join(errs...))
+	}
+	return removed, nil
+}
+
+// removeContainers removes every container labelled for the cluster (its
+// nodes, k3d's helpers, what a failed create left), all at once: k3d's
+// ClusterDelete removes nodes one after another (k3d-io/k3d
+// pkg/client/cluster.go@v5.9.0), which was most of down. It returns the
+// names of those that are not nodes (isNode), for the journal's notes.
+func (p *Provider) removeContainers(ctx context.Context, cluster string, isNode map[string]bool) (removed []string, errs []error) {
 	list, err := p.docker.ContainerList(ctx, container.ListOptions{
 		All:     true,
 		Filters: filters.NewArgs(filters.Arg("label", labelK3dCluster+"="+cluster)),
 	})
 	if err != nil {
-		errs = append(errs, fmt.Errorf("listing containers of %s: %w", cluster, err))
+		return nil, []error{fmt.Errorf("listing containers of %s: %w", cluster, err)}
 	}
 	var (
 		mu sync.Mutex
@@ -79,43 +116,24 @@ func (p *Provider) delete(ctx context.Context, cluster string) (removed []string
 		})
 	}
 	wg.Wait()
-
-	if err := p.docker.NetworkRemove(ctx, NetworkName(cluster)); err == nil {
-		removed = append(removed, "network "+NetworkName(cluster))
-	} else if !cerrdefs.IsNotFound(err) {
-		errs = append(errs, fmt.Errorf("removing network %s: %w", NetworkName(cluster), err))
-	}
-
-	vols := map[string]bool{ImageVolumeName(cluster): true}
-	if vl, err := p.docker.VolumeList(ctx, volume.ListOptions{Filters: filters.NewArgs(filters.Arg("label", labelK3dCluster+"="+cluster))}); err == nil {
-		for _, v := range vl.Volumes {
-			vols[v.Name] = true
-		}
-	}
-	for v := range vols {
-		if err := p.removeVolume(ctx, v); err == nil {
-			removed = append(removed, "volume "+v)
-		} else if !cerrdefs.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("removing volume %s: %w", v, err))
-		}
-	}
-	if len(errs) > 0 {
-		return removed, fmt.Errorf("deleting lane cluster %s: %w", cluster, errors.Join(errs...))
-	}
-	return removed, nil
+	return removed, errs
 }
 
 // removeVolume removes a volume, waiting out "volume is in use" for up to
-// volumeReleaseTimeout. Docker drops a removed container from its list
-// before it releases the container's volumes (moby daemon/delete.go
-// cleanupContainer@v20.10.24: containers.Delete, then removeMountPoints),
-// so after a down killed mid-delete, the next down can find the node gone
-// and its volume still held for a moment.
-func (p *Provider) removeVolume(ctx context.Context, name string) error {
+// volumeReleaseTimeout, and calling inUse each time it is. Docker drops a
+// removed container from its list before it releases the container's
+// volumes (moby daemon/delete.go cleanupContainer@v20.10.24:
+// containers.Delete, then removeMountPoints), so after a down killed
+// mid-delete, the next down can find the node gone and its volume still
+// held for a moment.
+func (p *Provider) removeVolume(ctx context.Context, name string, inUse func()) error {
 	return retryFor(ctx, volumeReleaseTimeout, func() (bool, error) {
 		// Not forced: Docker ignores "no such volume" when forcing, and the
 		// note must say whether the volume was there.
 		err := p.docker.VolumeRemove(ctx, name, false)
+		if cerrdefs.IsConflict(err) {
+			inUse()
+		}
 		return !cerrdefs.IsConflict(err), err
 	})
 }

@@ -620,10 +620,11 @@ func TestRigDeleteSparesForeignRegistryName(t *testing.T) {
 
 // A down killed mid-delete leaves Docker removing a node: the container is
 // gone from Docker's list a moment before its volumes are released. Delete
-// waits that out, and reports a volume held for good.
+// waits that out, removes a node of the lane that holds it, and reports a
+// volume held for good by anything else.
 func TestRigDeleteWaitsForAVolumeBeingReleased(t *testing.T) {
 	p, cli := rig(t)
-	const name = "pvt6"
+	const name = "pvt7"
 	ctx := context.Background()
 	defer func(d time.Duration) { volumeReleaseTimeout = d }(volumeReleaseTimeout)
 	holder := "sriov-lane-test-" + name + "-holder"
@@ -658,6 +659,32 @@ func TestRigDeleteWaitsForAVolumeBeingReleased(t *testing.T) {
 		}
 		if _, err := cli.VolumeInspect(ctx, ImageVolumeName(name)); !cerrdefs.IsNotFound(err) {
 			t.Errorf("volume %s left: %v", ImageVolumeName(name), err)
+		}
+	})
+	// An up killed inside k3d's create can leave Docker finishing a node's
+	// create after delete listed the lane's containers: on "in use", the
+	// volume's removal asks for the lane's containers to be removed again.
+	t.Run("held by a node that came late", func(t *testing.T) {
+		volumeReleaseTimeout = 10 * time.Second
+		if _, err := cli.VolumeCreate(ctx, volume.CreateOptions{Name: ImageVolumeName(name)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cli.ContainerCreate(ctx, &container.Config{Image: testutil.StandinToolsImage, Labels: map[string]string{labelK3dCluster: name}},
+			&container.HostConfig{Binds: []string{ImageVolumeName(name) + ":/images"}}, nil, nil, holder); err != nil {
+			t.Fatal(err)
+		}
+		calls := 0
+		err := p.removeVolume(ctx, ImageVolumeName(name), func() {
+			calls++
+			if _, errs := p.removeContainers(ctx, name, nil); len(errs) > 0 {
+				t.Error(errs)
+			}
+		})
+		if err != nil || calls != 1 {
+			t.Errorf("removeVolume: %v after %d calls of inUse, want nil after 1", err, calls)
+		}
+		if _, err := cli.ContainerInspect(ctx, holder); !cerrdefs.IsNotFound(err) {
+			t.Errorf("the lane's late node %s left: %v", holder, err)
 		}
 	})
 	t.Run("held", func(t *testing.T) {
