@@ -339,8 +339,9 @@ func TestNRIApplyOnAPIServer(t *testing.T) {
 		t.Errorf("pod mutated without an injector: %v", pod.Spec.Containers[0].Resources)
 	}
 	// up's wait for the injector tells such an API server from one that
-	// reaches the injector: it times out, saying what it saw.
-	wctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	// reaches the injector: it times out, saying what it saw. Five seconds:
+	// one probe is one webhook call, which takes a while on a loaded host.
+	wctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
 	if err := WaitInjectorServing(wctx, cs, objs); err == nil || !strings.Contains(err.Error(), "admitted unchanged") || !strings.Contains(err.Error(), NRIService) {
 		t.Errorf("WaitInjectorServing with no injector: %v", err)
@@ -390,6 +391,24 @@ func TestWaitInjectorServing(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 		defer cancel()
 		if err := WaitInjectorServing(ctx, cs, objs); err == nil || !strings.Contains(err.Error(), "does not reach network-resources-injector") {
+			t.Errorf("%v", err)
+		}
+	})
+	t.Run("a probe the deadline cuts short", func(t *testing.T) {
+		// The first probe is admitted unchanged; the second is still in
+		// flight when the deadline comes. The error says what the first saw.
+		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+		defer cancel()
+		cs := fake.NewClientset()
+		n := 0
+		cs.PrependReactor("create", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+			if n++; n == 1 {
+				return true, nil, nil
+			}
+			<-ctx.Done()
+			return true, nil, ctx.Err()
+		})
+		if err := WaitInjectorServing(ctx, cs, objs); err == nil || !strings.Contains(err.Error(), "admitted unchanged") {
 			t.Errorf("%v", err)
 		}
 	})

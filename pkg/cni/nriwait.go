@@ -96,6 +96,9 @@ func WaitInjectorServing(ctx context.Context, cs kubernetes.Interface, objs []*u
 			return nil
 		case err == nil:
 			last = errors.New("a pod naming a network was admitted unchanged: the injector is not reached yet")
+		case ctx.Err() != nil && last != nil:
+			// The deadline cut this probe short: what the one before saw
+			// says more than "context deadline exceeded".
 		default:
 			last = err
 		}
