@@ -46,9 +46,13 @@ STANDIN_MODULES := test/standin/sriovdp test/standin/flannelcni test/standin/sri
 # The e2e package, the longest by far, and the rig's own cluster test are
 # named first so go test starts them first; the rest fit beside them.
 TEST_PKGS ?= ./test/e2e ./test/standin/k3drig ./...
+# Test binaries run at once: the e2e package holds one slot for its whole
+# run, and the cluster-making packages beside it must not queue behind
+# each other in the second.
+TEST_PROCS ?= 4
 
 test: test-env vet
-	rc=0; SRIOV_LANE_TEST_STRICT=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -parallel $(TEST_PARALLEL) $(TESTFLAGS) $(TEST_PKGS) || rc=1; \
+	rc=0; SRIOV_LANE_TEST_STRICT=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -p $(TEST_PROCS) -parallel $(TEST_PARALLEL) $(TESTFLAGS) $(TEST_PKGS) || rc=1; \
 	for m in $(STANDIN_MODULES); do (cd $$m && SRIOV_LANE_TEST_STRICT=1 $(GO) test -count=1 $(TESTFLAGS) ./...) || rc=1; done; \
 	exit $$rc
 

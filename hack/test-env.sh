@@ -12,7 +12,9 @@ export DEBIAN_FRONTEND=noninteractive
 WRAPPER=/usr/local/sbin/sriov-lane-runc
 DAEMON_JSON=/etc/docker/daemon.json
 DOCKERD_LOG=/var/log/sriov-lane-dockerd.log
-CACHE_ROOT=/var/cache/sriov-lane
+# Built tools, the rig registry's storage and the lock; SRIOV_LANE_CACHE_ROOT
+# moves them (a CI cache volume, or an empty dir to time a cold build).
+CACHE_ROOT="${SRIOV_LANE_CACHE_ROOT:-/var/cache/sriov-lane}"
 ASSETS="${ROOT}/bin/test-assets"
 
 # Image names mirror the constants in test/testutil/require.go.

@@ -10,8 +10,10 @@ import (
 func TestFailingPostUpHookUndoesUp(t *testing.T) {
 	t.Parallel() // own rig, lane names and API port (see TestMain)
 	requireRig(t)
-	r := rig.NewForTest(t, 2, "rgf")
+	// One agent: the hook and the undo are the point.
+	r := rig.NewForTest(t, 1, "rgf")
 	l := newLane(t, r, "e2e-f", 16452)
+	l.cfg.Agents = 1
 	l.cfg.Hooks.PostUp = [][]string{{"/bin/sh", "-c", "echo hook-failing; exit 7"}}
 	writeLane(t, l)
 	res := run(t, nil, "up", "--config", l.path)

@@ -129,11 +129,12 @@ func TestTwoLanesDisjointAndThirdFailsCleanly(t *testing.T) {
 	requireRig(t)
 	r := rig.NewForTest(t, 4, "rgt")
 	a := newLane(t, r, "e2e-b1", 16444, "rgt*")
-	a.cfg.Agents = 2
 	b := newLane(t, r, "e2e-b2", 16445, "rgt*")
-	// Both lanes may take any of the 4 PFs; leases keep them apart.
+	// Both lanes may take any of the 4 PFs; leases keep them apart. One
+	// agent with two PFs each: the leases are the point, and an agent less
+	// is a node less to start on a loaded rig.
 	for _, l := range []*lane{a, b} {
-		rewriteAgents(t, l, 2)
+		rewriteAgents(t, l, 1, 2)
 	}
 	done := make(chan result, 2)
 	for _, l := range []*lane{a, b} {
@@ -158,7 +159,7 @@ func TestTwoLanesDisjointAndThirdFailsCleanly(t *testing.T) {
 		t.Errorf("lanes hold %d distinct PFs, want 4", len(owner))
 	}
 	c := newLane(t, r, "e2e-b3", 16446, "rgt*")
-	rewriteAgents(t, c, 1)
+	rewriteAgents(t, c, 1, 1)
 	before := snapshot(t, r, c)
 	res := run(t, nil, "up", "--config", c.path)
 	if res.code != 1 || !strings.Contains(res.output, "need") {
@@ -178,9 +179,9 @@ func TestTwoLanesDisjointAndThirdFailsCleanly(t *testing.T) {
 	assertLaneGone(t, r, a, r.State.PFs)
 }
 
-func rewriteAgents(t *testing.T, l *lane, agents int) {
+func rewriteAgents(t *testing.T, l *lane, agents, pfsPerNode int) {
 	t.Helper()
-	l.cfg.Agents, l.cfg.PFsPerNode = agents, 1
+	l.cfg.Agents, l.cfg.PFsPerNode = agents, pfsPerNode
 	writeLane(t, l)
 }
 
@@ -203,8 +204,12 @@ func TestKillAtEachStepThenDown(t *testing.T) {
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
 			t.Parallel()
+			// One agent holding both PFs: every step's undo (PF moves, VFs,
+			// drivers, leases, the cluster) is there with both PFs, and a
+			// node less to start on each of the group's ups.
 			r := rig.NewForTest(t, 2, g.prefix)
 			l := newLane(t, r, g.name, g.port)
+			rewriteAgents(t, l, 1, 2)
 			for _, step := range g.steps {
 				t.Run(strings.ReplaceAll(step, " ", "_"), func(t *testing.T) {
 					cmd, lines := startUp(t, l)
@@ -234,8 +239,11 @@ func TestKillAtEachStepThenDown(t *testing.T) {
 func TestSIGINTUndoesByItself(t *testing.T) {
 	t.Parallel() // own rig, lane names and API port (see TestMain)
 	requireRig(t)
-	r := rig.NewForTest(t, 2, "rgi")
+	// One agent: the interrupt and the undo are the point.
+	r := rig.NewForTest(t, 1, "rgi")
 	l := newLane(t, r, "e2e-i", 16448)
+	l.cfg.Agents = 1
+	writeLane(t, l)
 	cmd, lines := startUp(t, l)
 	var out []string
 	for line := range lines {
