@@ -2,7 +2,14 @@ package main
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
+	"math/big"
 	"net"
 	"os"
 	"os/exec"
@@ -28,7 +35,12 @@ const (
 	kubeletKubeconfig = agentDir + "/kubelet.kubeconfig"
 	kubeletConfigFile = agentDir + "/etc/kubelet.conf"
 	kubeletCertDir    = agentDir + "/kubelet-pki"
-	podManifestsDir   = agentDir + "/pod-manifests"
+	// k3s hands kubelet a serving certificate by these names
+	// (k3s-io/k3s pkg/agent/config/config.go ServingKubeletCert/Key,
+	// set as tlsCertFile/tlsPrivateKeyFile in pkg/daemons/agent).
+	servingKubeletCert = agentDir + "/serving-kubelet.crt"
+	servingKubeletKey  = agentDir + "/serving-kubelet.key"
+	podManifestsDir    = agentDir + "/pod-manifests"
 
 	// With --flannel-backend=none (the only backend the stand-in takes)
 	// k3s points containerd at the standard CNI directories
@@ -270,6 +282,8 @@ func protectHostSysctls() error {
 // dir. Authentication and authorisation differ: k3s gives kubelet a client
 // CA and webhook modes; the stand-in API server has no kubelet client
 // certificate, so kubelet allows the node-local network (stand-in only).
+// As with k3s, kubelet gets a serving certificate and does not make its
+// own (two RSA keys, a good part of its start on a loaded rig).
 func kubeletConfig(o nodeOptions) string {
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -296,11 +310,16 @@ failSwapOn: false
 healthzBindAddress: 127.0.0.1
 serializeImagePulls: false
 staticPodPath: %s
-`, o.clusterDNS, o.clusterDomain, containerdSocket, podManifestsDir)
+tlsCertFile: %s
+tlsPrivateKeyFile: %s
+`, o.clusterDNS, o.clusterDomain, containerdSocket, podManifestsDir, servingKubeletCert, servingKubeletKey)
 }
 
 func writeKubeletFiles(o nodeOptions) error {
 	if err := writeFile(kubeletConfigFile, []byte(kubeletConfig(o)), 0o600); err != nil {
+		return err
+	}
+	if err := writeServingCert(o); err != nil {
 		return err
 	}
 	cluster := "    insecure-skip-tls-verify: true\n"
@@ -400,4 +419,46 @@ func isKubeletLabel(key string) bool {
 	restricted := prefix == "kubernetes.io" || strings.HasSuffix(prefix, ".kubernetes.io") ||
 		prefix == "k8s.io" || strings.HasSuffix(prefix, ".k8s.io")
 	return !restricted
+}
+
+// writeServingCert gives kubelet an ECDSA P-256 serving certificate for the
+// node's name and address, kept across restarts as k3s keeps its own. k3s
+// has its server CA sign it; the stand-in agent holds no CA key, so it is
+// self-signed (nothing on the rig verifies kubelet's certificate: the API
+// server is not given a kubelet CA, as in k3s).
+func writeServingCert(o nodeOptions) error {
+	if _, err := os.Stat(servingKubeletCert); err == nil {
+		if _, err := os.Stat(servingKubeletKey); err == nil {
+			return nil
+		}
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()),
+		Subject:      pkix.Name{CommonName: o.name},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().AddDate(1, 0, 0),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:     []string{o.name, "localhost"},
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+	}
+	if ip := net.ParseIP(o.ip); ip != nil {
+		tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return err
+	}
+	kb, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return err
+	}
+	if err := writeFile(servingKubeletKey, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
+		return err
+	}
+	return writeFile(servingKubeletCert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
 }
