@@ -32,7 +32,7 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newUp(), newDown(), newEmulate())
+	root.AddCommand(newUp(), newDown(), newEmulate(), newPushImage())
 	return root
 }
 
