@@ -1,10 +1,16 @@
 package cni
 
 import (
+	"context"
+	"fmt"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 )
 
@@ -124,4 +130,31 @@ func devicePluginObjects(o Options) ([]runtime.Object, error) {
 		},
 	}
 	return []runtime.Object{sa, cm, ds}, nil
+}
+
+// RestartDevicePlugin deletes the device plugin's pods on node, and its
+// DaemonSet starts them again. The device plugin finds its devices once,
+// at start (k8snetworkplumbingwg/sriov-network-device-plugin
+// cmd/sriovdp/main.go@v3.11.0: discoverHostDevices, initServers,
+// startAllServers, then it only waits for a signal), so after a repair
+// puts a restarted agent's VFs back, a plugin that started before that
+// advertises none of them until it starts again.
+func RestartDevicePlugin(ctx context.Context, cs kubernetes.Interface, node string) error {
+	ds, err := cs.AppsV1().DaemonSets(DefaultNamespace).Get(ctx, devicePluginDaemonSet, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("restarting the device plugin on %s: %w", node, err)
+	}
+	pods, err := cs.CoreV1().Pods(DefaultNamespace).List(ctx, metav1.ListOptions{
+		LabelSelector: metav1.FormatLabelSelector(ds.Spec.Selector),
+		FieldSelector: "spec.nodeName=" + node,
+	})
+	if err != nil {
+		return fmt.Errorf("restarting the device plugin on %s: %w", node, err)
+	}
+	for _, p := range pods.Items {
+		if err := cs.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("restarting the device plugin on %s: deleting pod %s: %w", node, p.Name, err)
+		}
+	}
+	return nil
 }

@@ -54,10 +54,35 @@ func Repair(ctx context.Context, l *config.Lane, opts RepairOptions) (RepairRepo
 		c.Progress.Infof("lane %s is healthy: nothing to repair", l.Name)
 		return rep, nil
 	}
+	if err := restartDevicePlugins(ctx, c, repaired); err != nil {
+		return rep, err
+	}
 	c.Progress.Start("wait for VFs")
 	err = waitAllocatable(ctx, l, want)
 	c.Progress.End(err)
 	return rep, err
+}
+
+// restartDevicePlugins restarts the device plugin on each repaired agent:
+// one that started with the agent, before its VFs were back, advertises
+// none of them (cni.RestartDevicePlugin).
+func restartDevicePlugins(ctx context.Context, c *Session, agents []string) error {
+	if len(agents) == 0 {
+		return nil
+	}
+	kc := connectKube(c.Lane)
+	if kc == nil {
+		return fmt.Errorf("no kubeconfig at %s to restart the device plugin", c.Lane.KubeconfigPath())
+	}
+	c.Progress.Start("restart the device plugin")
+	var err error
+	for _, a := range agents {
+		if err = cni.RestartDevicePlugin(ctx, kc.Typed, a); err != nil {
+			break
+		}
+	}
+	c.Progress.End(err)
+	return err
 }
 
 // repairAgents checks that every PF is in the agent up put it in, with its

@@ -153,6 +153,9 @@ func Reset(ctx context.Context, l *config.Lane, opts ResetOptions) (ResetReport,
 	if err != nil {
 		return fail(err)
 	}
+	if err := restartDevicePlugins(ctx, c, repaired); err != nil {
+		return fail(err)
+	}
 	progress.Start("wait for VFs")
 	err = waitAsUp(ctx, c)
 	progress.End(err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -400,9 +401,14 @@ func TestRestartedAgentDegradedThenRepaired(t *testing.T) {
 		t.Fatalf("status of a fresh lane: exit %d\n%s", res.code, res.output)
 	}
 	cli := docker(t)
+	restarted := time.Now()
 	if err := cli.ContainerRestart(context.Background(), "k3d-e2e-p-agent-0", container.StopOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// The device plugin finds its devices once, at start: let the one on
+	// the restarted agent start again, with its PF still in the old netns,
+	// before repair (on a busy host it did, and repair waited forever).
+	waitDevicePluginStarted(t, kubernetes.NewForConfigOrDie(restConfig(t, l.cfg.KubeconfigPath())), "k3d-e2e-p-agent-0", restarted)
 	res := run(t, nil, "status", "--config", l.path, "-o", "json")
 	var st struct {
 		Health   string   `json:"health"`
@@ -415,7 +421,7 @@ func TestRestartedAgentDegradedThenRepaired(t *testing.T) {
 		t.Fatalf("status after the agent restarted: exit %d, %+v\n%s", res.code, st, res.output)
 	}
 	res = run(t, nil, "repair", "--config", l.path)
-	if res.code != 0 || !strings.Contains(res.output, "repaired (k3d-e2e-p-agent-0)") || !strings.Contains(res.output, "wait for VFs") {
+	if res.code != 0 || !strings.Contains(res.output, "repaired (k3d-e2e-p-agent-0)") || !strings.Contains(res.output, "✓ restart the device plugin (") || !strings.Contains(res.output, "wait for VFs") {
 		t.Fatalf("repair: exit %d\n%s", res.code, res.output)
 	}
 	res = run(t, nil, "status", "--config", l.path)
@@ -474,4 +480,28 @@ func TestHostSysctlsRestoredByDown(t *testing.T) {
 		t.Errorf("down does not say it restored the sysctl:\n%s", res.output)
 	}
 	assertLaneGone(t, r, l, r.State.PFs)
+}
+
+// waitDevicePluginStarted waits until the device plugin's container on node
+// runs again, started after since.
+func waitDevicePluginStarted(t *testing.T, cs kubernetes.Interface, node string, since time.Time) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(t.Context(), time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "app=sriovdp", FieldSelector: "spec.nodeName=" + node})
+		if err != nil {
+			return false, nil // the API server may be busy; ask again
+		}
+		for _, p := range pods.Items {
+			for _, c := range p.Status.ContainerStatuses {
+				// StartedAt has whole seconds.
+				if r := c.State.Running; r != nil && !r.StartedAt.Time.Before(since.Truncate(time.Second)) {
+					return true, nil
+				}
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("the device plugin on %s did not start again: %v", node, err)
+	}
 }
