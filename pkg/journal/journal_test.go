@@ -137,13 +137,20 @@ func TestTornLastLineIsDropped(t *testing.T) {
 
 // TestLockHeldAcrossProcesses checks a second process cannot open a journal
 // that a live one holds, and can once that one is gone (the lock dies with it).
+// heldJournal keeps the child's journal of TestLockHeldAcrossProcesses
+// reachable.
+var heldJournal *Journal
+
 func TestLockHeldAcrossProcesses(t *testing.T) {
 	if os.Getenv("JOURNAL_HOLD") != "" {
 		j, err := Open(os.Getenv("JOURNAL_HOLD"))
 		if err != nil {
 			os.Exit(3)
 		}
-		_ = j
+		// Reachable for good: an unreachable journal's file is closed by
+		// its finalizer at the next GC, and the lock goes with it (a cold,
+		// loaded make test saw the parent get the lock).
+		heldJournal = j
 		os.Stdout.WriteString("held\n")
 		select {}
 	}
