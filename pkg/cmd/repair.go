@@ -19,7 +19,8 @@ func newRepairCmd(g *globals) *cobra.Command {
 		Long: `repair fixes what status reports as degraded: an agent that restarted runs in a new
 network namespace while its PFs wait in the old one, which the lane pinned. For each
 such agent it takes the PFs back (VFs removed, PF home), then moves them into the
-running agent and recreates and binds the VFs as up did, and waits until every agent
+running agent and recreates and binds the VFs as up did, restarts the device plugin on
+that agent (it finds its devices only when it starts), and waits until every agent
 advertises its VFs again. A PF in place whose VFs are not as configured (removed, or
 rebound to another driver) gets the same treatment. It is journalled like up: down works at any point, and a
 repair that failed can be run again. An agent that is stopped must be started first;
