@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/client"
 
 	"github.com/sriov-lane/sriov-lane/pkg/config"
 )
@@ -92,18 +93,11 @@ func TestRigTopologyAndDatastoreTmpfs(t *testing.T) {
 	}
 }
 
-// With datastoreOnTmpfs false no volume is made and the dir is the
-// container's own.
-func TestRigDatastoreOnDisk(t *testing.T) {
-	p, cli := rig(t)
-	const name = "pvt13"
-	l := testLane(t, name, 1)
-	l.Server.DatastoreOnTmpfs = new(bool)
-	cleanupLane(t, p, cli, name)
+// assertDatastoreOnDisk: with datastoreOnTmpfs false no volume is made and
+// the dir is the container's own (TestRigRegistryAndLoad's cluster).
+func assertDatastoreOnDisk(t *testing.T, cli *client.Client, name string) {
+	t.Helper()
 	ctx := context.Background()
-	if err := p.Create(ctx, l, CreateOptions{}); err != nil {
-		t.Fatalf("create: %v", err)
-	}
 	if _, err := cli.VolumeInspect(ctx, DatastoreVolumeName(name)); !cerrdefs.IsNotFound(err) {
 		t.Errorf("volume %s exists with datastoreOnTmpfs false (%v)", DatastoreVolumeName(name), err)
 	}
