@@ -54,30 +54,30 @@ func Repair(ctx context.Context, l *config.Lane, opts RepairOptions) (RepairRepo
 		c.Progress.Infof("lane %s is healthy: nothing to repair", l.Name)
 		return rep, nil
 	}
+	// One set of clients for the rest of the run, as reset has.
+	if err := c.connect(); err != nil {
+		return rep, fmt.Errorf("lane %s: %w", l.Name, err)
+	}
 	if err := restartDevicePlugins(ctx, c, repaired); err != nil {
 		return rep, err
 	}
 	c.Progress.Start("wait for VFs")
-	err = waitAllocatable(ctx, l, want)
+	err = waitAllocatable(ctx, c, want)
 	c.Progress.End(err)
 	return rep, err
 }
 
 // restartDevicePlugins restarts the device plugin on each repaired agent:
 // one that started with the agent, before its VFs were back, advertises
-// none of them (cni.RestartDevicePlugin).
+// none of them (cni.RestartDevicePlugin). c is connected.
 func restartDevicePlugins(ctx context.Context, c *Session, agents []string) error {
 	if len(agents) == 0 {
 		return nil
 	}
-	kc := connectKube(c.Lane)
-	if kc == nil {
-		return fmt.Errorf("no kubeconfig at %s to restart the device plugin", c.Lane.KubeconfigPath())
-	}
 	c.Progress.Start("restart the device plugin")
 	var err error
 	for _, a := range agents {
-		if err = cni.RestartDevicePlugin(ctx, kc.Typed, a); err != nil {
+		if err = cni.RestartDevicePlugin(ctx, c.Kube.Typed, a); err != nil {
 			break
 		}
 	}
@@ -197,13 +197,9 @@ func brokenAgents(ctx context.Context, c *Session) ([]brokenAgent, map[string]in
 }
 
 // waitAllocatable waits until every agent advertises want of the lane's
-// resource again.
-func waitAllocatable(ctx context.Context, l *config.Lane, want map[string]int64) error {
-	kc := connectKube(l)
-	if kc == nil {
-		return fmt.Errorf("no kubeconfig at %s to wait for allocatable", l.KubeconfigPath())
-	}
-	ctx, cancel := context.WithTimeout(ctx, l.WaitTimeout.Duration)
+// resource again. c is connected.
+func waitAllocatable(ctx context.Context, c *Session, want map[string]int64) error {
+	ctx, cancel := context.WithTimeout(ctx, c.Lane.WaitTimeout.Duration)
 	defer cancel()
-	return cni.WaitAllocatable(ctx, kc.Typed, want, l.Resource())
+	return cni.WaitAllocatable(ctx, c.Kube.Typed, want, c.Lane.Resource())
 }
