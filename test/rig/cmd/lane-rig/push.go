@@ -158,7 +158,7 @@ func (p *pusher) push(ctx context.Context, docker *client.Client, image, tag str
 		return false, err
 	}
 	req.Header.Set("Content-Type", ociManifest)
-	if _, err := p.do(req, http.StatusCreated); err != nil {
+	if _, _, err := p.call(req, http.StatusCreated); err != nil {
 		return false, fmt.Errorf("manifest: %w", err)
 	}
 	return true, nil
@@ -170,7 +170,7 @@ func (p *pusher) manifest(ctx context.Context, tag string) (*manifest, error) {
 		return nil, err
 	}
 	req.Header.Set("Accept", ociManifest)
-	b, err := p.do(req, http.StatusOK)
+	_, b, err := p.call(req, http.StatusOK)
 	if err != nil {
 		return nil, err
 	}
@@ -186,7 +186,7 @@ func (p *pusher) upload(ctx context.Context, r io.Reader) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	resp, err := p.send(req, http.StatusAccepted)
+	resp, _, err := p.call(req, http.StatusAccepted)
 	if err != nil {
 		return "", err
 	}
@@ -200,7 +200,7 @@ func (p *pusher) upload(ctx context.Context, r io.Reader) (string, error) {
 		return "", err
 	}
 	req.Header.Set("Content-Type", "application/octet-stream")
-	if resp, err = p.send(req, http.StatusAccepted); err != nil {
+	if resp, _, err = p.call(req, http.StatusAccepted); err != nil {
 		return "", err
 	}
 	if loc, err = p.location(resp); err != nil {
@@ -214,7 +214,7 @@ func (p *pusher) upload(ctx context.Context, r io.Reader) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if _, err := p.do(req, http.StatusCreated); err != nil {
+	if _, _, err := p.call(req, http.StatusCreated); err != nil {
 		return "", err
 	}
 	return digest, nil
@@ -229,34 +229,20 @@ func (p *pusher) location(resp *http.Response) (*url.URL, error) {
 	return resp.Request.URL.Parse(l)
 }
 
-// send does req, wants status, and returns the response with its body
-// drained and closed.
-func (p *pusher) send(req *http.Request, want int) (*http.Response, error) {
+// call does req and wants status; it returns the response (its body read
+// and closed) and the body.
+func (p *pusher) call(req *http.Request, want int) (*http.Response, []byte, error) {
 	resp, err := p.http.Do(req)
 	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	if resp.StatusCode != want {
-		return nil, fmt.Errorf("%s %s: %s: %s", req.Method, req.URL.Path, resp.Status, strings.TrimSpace(string(b)))
-	}
-	return resp, nil
-}
-
-// do is send for the body.
-func (p *pusher) do(req *http.Request, want int) ([]byte, error) {
-	resp, err := p.http.Do(req)
-	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if resp.StatusCode != want {
-		return nil, fmt.Errorf("%s %s: %s: %s", req.Method, req.URL.Path, resp.Status, strings.TrimSpace(string(b)))
+		return nil, nil, fmt.Errorf("%s %s: %s: %s", req.Method, req.URL.Path, resp.Status, strings.TrimSpace(string(b)))
 	}
-	return b, nil
+	return resp, b, nil
 }
