@@ -18,9 +18,12 @@ TESTFLAGS ?=
 TEST_PARALLEL ?= 6
 LANE_ARGS ?=
 
-.PHONY: all build lane test test-env unit vet fmt bench clean manifests demo demo-down
+.PHONY: all help build lane test test-env unit verify vet lint shellcheck maps fmt bench clean manifests demo demo-down
 
 all: build
+
+help: ## list the targets
+	@awk -F ':.*## ' '/^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 build: ## bin/sriov-lane
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/sriov-lane ./cmd/sriov-lane
@@ -34,15 +37,18 @@ demo: test-env build ## a lane on the test rig (stand-in NICs and nodes), left u
 demo-down: build ## tear down what make demo brought up
 	hack/demo.sh down
 
+# hack/test-env.sh sets up the host, then builds bin/lane-rig and runs
+# `lane-rig env` (test/rig/cmd/lane-rig/env.go) for the tools, images and
+# rig registry.
 test-env: ## install and start what the tests need; idempotent, seconds when present
 	hack/test-env.sh
 
-# `make test` is the README's test command and what CI runs: set up, then
-# run every test. SRIOV_LANE_TEST_STRICT=1 turns a missing prerequisite into
+# `make test` is the README's test command and what CI runs: set up,
+# verify, then run every test. SRIOV_LANE_TEST_STRICT=1 turns a missing prerequisite into
 # a failure instead of a skip, so nothing silently goes untested.
 # Stand-ins with their own Go module (kept out of the product's dependency
 # graph); vet and test them too.
-STANDIN_MODULES := test/standin/sriovdp test/standin/flannelcni test/standin/sriovcni
+STANDIN_MODULES := test/standin/sriovdp test/standin/flannelcni test/standin/sriovcni test/standin/localpath
 
 # The e2e package, the longest by far, and the rig's own cluster test are
 # named first so go test starts them first; the rest fit beside them.
@@ -52,20 +58,76 @@ TEST_PKGS ?= ./test/e2e ./test/standin/k3drig ./...
 # each other in the second.
 TEST_PROCS ?= 4
 
-test: test-env vet
-	rc=0; SRIOV_LANE_TEST_STRICT=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -p $(TEST_PROCS) -parallel $(TEST_PARALLEL) $(TESTFLAGS) $(TEST_PKGS) || rc=1; \
-	for m in $(STANDIN_MODULES); do (cd $$m && SRIOV_LANE_TEST_STRICT=1 $(GO) test -count=1 $(TESTFLAGS) ./...) || rc=1; done; \
-	exit $$rc
+# Reports of make test, where CI collects them: ARTIFACTS when set (Prow's
+# convention), else bin/reports. As kind's hack/make-rules/test.sh@v0.32.0
+# does, gotestsum runs go test, passing its output through, and writes JUnit;
+# go test writes a coverage profile over every package of the module
+# (-coverpkg), and go tool cover renders it as HTML. One of each per module:
+# junit_<module>.xml, coverage_<module>.out and .html (gotestsum reads go
+# test -json from $(GO), so GO= still chooses the toolchain). Measured on this tree
+# (every test binary built, none run): the instrumented build costs ~25 s of
+# CPU the first time and nothing once cached; running the unit packages
+# with counters on took no measurable longer.
+REPORT_DIR := $(abspath $(or $(ARTIFACTS),bin/reports))
+GO_TEST = $(CURDIR)/bin/gotestsum --format $(if $(filter -v -v=true,$(TESTFLAGS)),standard-verbose,standard-quiet) \
+	--junitfile $(REPORT_DIR)/junit_$$report.xml --raw-command -- $(GO) test -json \
+	-covermode=count -coverpkg=./... -coverprofile=$(REPORT_DIR)/coverage_$$report.out
+
+# go tool cover resolves a profile's packages in the module that made it, so
+# each module's HTML is rendered in its own directory, right after its tests.
+COVER_HTML = { [ ! -s $(REPORT_DIR)/coverage_$$report.out ] || $(GO) tool cover -html=$(REPORT_DIR)/coverage_$$report.out -o $(REPORT_DIR)/coverage_$$report.html; }
+
+test: test-env verify bin/gotestsum ## the README's test command: test-env, verify, then every test
+	mkdir -p $(REPORT_DIR)
+	rc=0; report=sriov-lane; SRIOV_LANE_TEST_STRICT=1 $(GO_TEST) -count=1 -timeout $(TEST_TIMEOUT) -p $(TEST_PROCS) -parallel $(TEST_PARALLEL) $(TESTFLAGS) $(TEST_PKGS) || rc=1; \
+	$(COVER_HTML) || rc=1; \
+	for m in $(STANDIN_MODULES); do (report=standin-$$(basename $$m); cd $$m || exit 1; t=0; SRIOV_LANE_TEST_STRICT=1 $(GO_TEST) -count=1 $(TESTFLAGS) ./... || t=1; $(COVER_HTML) || t=1; exit $$t) || rc=1; done; \
+	echo "test reports: $(REPORT_DIR)"; exit $$rc
 
 unit: ## tests that need neither root nor Docker (others skip)
 	$(GO) test -count=1 ./...
 
-vet:
+verify: vet lint shellcheck maps ## gofmt, go vet, golangci-lint, shellcheck, the layering and doc-map tests
+
+vet: ## gofmt every Go file; go vet the product and stand-in modules
 	@test -z "$$(gofmt -l cmd pkg test hack)" || { echo "gofmt needed:"; gofmt -l cmd pkg test hack; exit 1; }
 	$(GO) vet ./...
 	for m in $(STANDIN_MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
 
-fmt:
+# The pinned programs verify and CI use, each built from its own module in
+# hack/tools (as test-env builds the Kubernetes ones) so their dependencies
+# stay out of the product's and the Kubernetes build's. A rule on go.mod and
+# go.sum rebuilds one only when its pin moves; the first build of
+# golangci-lint takes ~4 min on an empty Go build cache, seconds on a warm one.
+bin/golangci-lint: hack/tools/golangci-lint/go.mod hack/tools/golangci-lint/go.sum
+	cd hack/tools/golangci-lint && $(GO) build -o $(CURDIR)/$@ github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+
+bin/gotestsum: hack/tools/gotestsum/go.mod hack/tools/gotestsum/go.sum
+	cd hack/tools/gotestsum && $(GO) build -o $(CURDIR)/$@ gotest.tools/gotestsum
+
+# golangci-lint sees one module at a time, as kind lints its kindnetd module
+# in a second run (kubernetes-sigs/kind hack/make-rules/verify/lint.sh@v0.32.0).
+lint: bin/golangci-lint ## golangci-lint with hack/tools/.golangci.yml over the product and stand-in modules
+	rc=0; for m in . $(STANDIN_MODULES); do (cd $$m && $(CURDIR)/bin/golangci-lint run --config $(CURDIR)/hack/tools/.golangci.yml ./...) || rc=1; done; exit $$rc
+
+# Every script git tracks whose first line runs a shell. shellcheck comes
+# from Debian, installed here on a machine that lacks it (make test-env
+# installs the rest of what the tests need).
+SHELL_SCRIPTS = $(shell git ls-files | while read -r f; do head -c 64 "$$f" 2>/dev/null | head -n 1 | grep -qE '^\#!.*\b(ba|da)?sh\b' && echo "$$f"; done)
+
+shellcheck: ## shellcheck every script
+	@command -v shellcheck >/dev/null || apt-get install -y --no-install-recommends shellcheck || { apt-get update && apt-get install -y --no-install-recommends shellcheck; }
+	shellcheck --external-sources $(SHELL_SCRIPTS)
+
+# The tests that keep the maps true: README's floors (hack/layers) and each
+# package doc's file map (a TestDocFileMap in the package's doc_test.go).
+DOC_MAP_PKGS = $(sort $(patsubst %/,./%,$(dir $(shell grep -l '^func TestDocFileMap' $$(git ls-files '*doc_test.go')))))
+
+maps: ## the layering test and the doc-map tests
+	$(GO) test -count=1 ./hack/layers
+	$(GO) test -count=1 -run '^TestDocFileMap$$' $(DOC_MAP_PKGS)
+
+fmt: ## gofmt -w every Go file
 	gofmt -w cmd pkg test hack
 
 manifests: ## render the objects up applies into manifests/ (a test keeps them in step)
@@ -74,5 +136,5 @@ manifests: ## render the objects up applies into manifests/ (a test keeps them i
 bench: test-env build ## benchmarks against the shell-provider sequence, printed as ratios
 	hack/bench.sh
 
-clean:
+clean: ## remove bin/ and _out/
 	rm -rf bin _out

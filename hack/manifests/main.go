@@ -81,7 +81,7 @@ func renderComponent(c cni.Component) ([]byte, error) {
 	if c.Name == "sriov-device-plugin" {
 		fmt.Fprintf(&b, "# The PF names %s stand for the PFs up leases.\n", strings.Join(placeholderPFs, ", "))
 	}
-	if c.Name == cni.NRIName {
+	if c.Name == cni.InjectorName {
 		fmt.Fprintf(&b, "# Optional: only with components.networkResourcesInjector: true. The Secret's data and the\n")
 		fmt.Fprintf(&b, "# webhook's caBundle are placeholders: up makes a CA and serving certificate per lane.\n")
 	}

@@ -53,7 +53,7 @@ free ports. It exits 1 when a hard requirement fails.`,
 			return nil
 		},
 	}
-	lf = addLaneFlags(c, true)
+	lf = addLaneFlags(g, c, true)
 	c.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
 	return c
 }

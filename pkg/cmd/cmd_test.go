@@ -28,6 +28,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{"plan", "--agents", "0"},
 		{"plan", "-o", "xml"},
 		{"version", "extra-arg"},
+		{"load"},
 		{"plan", "--config", "/nonexistent/lane.yaml"},
 		{"up", "--kubevirtci", "/", "--state-dir", "/nonexistent/never-created"},
 	} {
@@ -80,5 +81,51 @@ func TestPlanCalicoOffline(t *testing.T) {
 	}
 	if i := strings.Index(out, "{"); code != 0 || i < 0 || json.Unmarshal([]byte(out[i:]), &doc) != nil || len(doc.Fetch) != 2 {
 		t.Fatalf("json plan: exit %d, fetch %+v:\n%s", code, doc.Fetch, out)
+	}
+}
+
+// plan lists every image the lane pulls, k3s's own included, and with a
+// mirror says where the nodes find each: the components' referenced
+// through it, k3s's asked for by upstream name (containerd sends them to the
+// mirror), both at the mirror rule's path.
+func TestPlanListsEveryImage(t *testing.T) {
+	state, sys := t.TempDir(), t.TempDir()
+	code, out := runCLI(t, "plan", "--images", "--state-dir", state, "--sysfs-root", sys)
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	for _, want := range []string{
+		"rancher/k3s:v1.35.5-k3s1", "docker.io/rancher/mirrored-pause:3.6", "docker.io/rancher/mirrored-coredns-coredns:1.14.3",
+		"docker.io/rancher/local-path-provisioner:v0.0.36", "docker.io/rancher/mirrored-library-busybox:1.37.0",
+		"ghcr.io/k8snetworkplumbingwg/multus-cni:v4.3.0-thick", "ghcr.io/flannel-io/flannel:v0.28.9", "docker.io/library/busybox:1.37.0",
+	} {
+		if !strings.Contains(out, "\n"+want+"\n") {
+			t.Errorf("plan --images lacks %s:\n%s", want, out)
+		}
+	}
+
+	code, out = runCLI(t, "plan", "-o", "json", "--image-registry-mirror", "http://mirror.example:5000", "--state-dir", state, "--sysfs-root", sys)
+	var doc struct {
+		Images []struct{ Upstream, Ref, Mirror, PulledBy, For string } `json:"images"`
+	}
+	if i := strings.Index(out, "{"); code != 0 || i < 0 || json.Unmarshal([]byte(out[i:]), &doc) != nil {
+		t.Fatalf("json plan: exit %d:\n%s", code, out)
+	}
+	by := map[string]struct{ Upstream, Ref, Mirror, PulledBy, For string }{}
+	for _, img := range doc.Images {
+		by[img.Upstream] = img
+	}
+	if c := by["docker.io/rancher/mirrored-coredns-coredns:1.14.3"]; c.Ref != c.Upstream || c.Mirror != "mirror.example:5000/rancher/mirrored-coredns-coredns:1.14.3" || c.PulledBy != "nodes" {
+		t.Errorf("CoreDNS: %+v", c)
+	}
+	if m := by["ghcr.io/k8snetworkplumbingwg/multus-cni:v4.3.0-thick"]; m.Ref != "mirror.example:5000/k8snetworkplumbingwg/multus-cni:v4.3.0-thick" || m.Ref != m.Mirror {
+		t.Errorf("multus: %+v", m)
+	}
+	if k := by["rancher/k3s:v1.35.5-k3s1"]; k.PulledBy != "host" || k.Mirror != "" {
+		t.Errorf("node image: %+v", k)
+	}
+
+	if code, out := runCLI(t, "plan", "--images", "--config-only"); code != ExitUsage {
+		t.Errorf("--images --config-only: exit %d:\n%s", code, out)
 	}
 }

@@ -28,7 +28,7 @@ nothing to do.`,
 		RunE: func(c *cobra.Command, _ []string) error {
 			cli, _ := g.docker() // nil: the lane call connects, and says why it cannot, when it needs Docker
 			failed, none, err := lf.eachLane(all, func(l *config.Lane) error {
-				rep, err := lane.Down(c.Context(), l, lane.DownOptions{Docker: cli, Out: g.streams.Out, Verbose: g.verbose, Force: force})
+				rep, err := lane.Down(c.Context(), l, lane.DownOptions{Docker: cli, Out: g.streams.Err, Verbose: g.verbose, Force: force})
 				switch {
 				case err != nil:
 					return err
@@ -51,7 +51,7 @@ nothing to do.`,
 			return nil
 		},
 	}
-	lf = addLaneFlags(c, false)
+	lf = addLaneFlags(g, c, false)
 	// down needs the state dir (and sysfs root for lanes from older state).
 	lf.settings = config.AddFlagsOnly(c.Flags(), "state-dir")
 	c.Flags().BoolVar(&all, "all", false, "tear down every lane of this host (this state dir)")

@@ -45,7 +45,7 @@ the lane's PFs, the journal and the saved config. It changes nothing.`,
 			return nil
 		},
 	}
-	lf = addLaneFlags(c, false)
+	lf = addLaneFlags(g, c, false)
 	lf.settings = config.AddFlagsOnly(c.Flags(), "state-dir")
 	return c
 }

@@ -17,12 +17,14 @@ type laneFlags struct {
 	file     string
 	name     string
 	settings *config.Flags
+	// g gives the logger a saved config that cannot be read is reported to.
+	g *globals
 }
 
 // addLaneFlags registers the lane-selecting flags; settings=false registers
 // only --config and --name (for commands that act on an existing lane).
-func addLaneFlags(c *cobra.Command, settings bool) *laneFlags {
-	lf := &laneFlags{}
+func addLaneFlags(g *globals, c *cobra.Command, settings bool) *laneFlags {
+	lf := &laneFlags{g: g}
 	c.Flags().StringVarP(&lf.file, "config", "c", "", "lane config file (apiVersion sriov-lane.io/v1alpha1, kind Lane)")
 	c.Flags().StringVarP(&lf.name, "name", "n", "", "lane name (env SRIOV_LANE_NAME, CLUSTER_NAME; default sriov)")
 	if settings {
@@ -38,7 +40,7 @@ func (lf *laneFlags) loadSaved() (*config.Lane, error) {
 	if err != nil {
 		return nil, err
 	}
-	return lane.ResolveSaved(l)
+	return lane.ResolveSaved(l, lf.g.log())
 }
 
 // load resolves the lane config from flags, environment and file.
@@ -66,7 +68,7 @@ func (lf *laneFlags) eachLane(all bool, f func(*config.Lane) error) (failed []er
 	for _, n := range names {
 		ln := *l
 		ln.Name = n
-		saved, err := lane.ResolveSaved(&ln)
+		saved, err := lane.ResolveSaved(&ln, lf.g.log())
 		if err == nil {
 			err = f(saved)
 		}

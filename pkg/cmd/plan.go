@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -15,7 +16,7 @@ import (
 
 func newPlanCmd(g *globals) *cobra.Command {
 	var output string
-	var configOnly bool
+	var configOnly, imagesOnly bool
 	var lf *laneFlags
 	c := &cobra.Command{
 		Use:   "plan",
@@ -24,11 +25,20 @@ func newPlanCmd(g *globals) *cobra.Command {
 apply for it, with the device plugin selecting the PFs discovery would pick on this host
 (by their names, which they keep inside the nodes unless a name collides there).
 plan never downloads: with cni calico, the pinned upstream manifests that are not
-cached yet are listed with their URL, sha256 and size instead of their objects.`,
+cached yet are listed with their URL, sha256 and size instead of their objects.
+
+It also lists every image the lane pulls: the host's (the k3s node image, k3d's tools
+image, the lane registry's), k3s's own (the sandbox image and those of the packaged
+components a lane keeps, CoreDNS and local-path-provisioner with its helper), the
+components' and verify's. --images prints only their upstream references, one a line,
+for pre-seeding an imageRegistryMirror (the nodes' images, under the path the mirror
+rule gives) or pulling them into the host's Docker for 'sriov-lane load --plan-images'.`,
 		Example: `  sriov-lane plan
   sriov-lane plan --config lane.yaml -o yaml
   sriov-lane plan --config-only -o json
   sriov-lane plan --cni calico
+  sriov-lane plan --images                        # one upstream image reference a line
+  sriov-lane plan --images | xargs -n1 docker pull
   sriov-lane plan --network-resources-injector=true   # the webhook, with placeholder certificate data
   sriov-lane plan --cni calico --ip-family dual   # both IP pools in the Installation
   sriov-lane plan --config-only --topology-manager-policy best-effort --datastore-on-tmpfs=false
@@ -38,9 +48,28 @@ cached yet are listed with their URL, sha256 and size instead of their objects.`
 			if output != "yaml" && output != "json" {
 				return usagef("unknown output format %q: use yaml or json", output)
 			}
+			if imagesOnly && configOnly {
+				return usagef("--images and --config-only each print one thing: use one")
+			}
 			l, err := lf.load()
 			if err != nil {
 				return err
+			}
+			var images []lane.Image
+			var imageNotes []string
+			if !configOnly {
+				if images, imageNotes, err = lane.Images(c.Context(), l, plannedPFNames(c, l, g)); err != nil {
+					return err
+				}
+			}
+			if imagesOnly {
+				for _, n := range imageNotes {
+					fmt.Fprintf(g.streams.Err, "plan: %s\n", n)
+				}
+				for _, img := range images {
+					fmt.Fprintln(g.streams.Out, img.Upstream)
+				}
+				return nil
 			}
 			var objs []*unstructured.Unstructured
 			var pending []cni.PendingFetch
@@ -67,6 +96,10 @@ cached yet are listed with their URL, sha256 and size instead of their objects.`
 					if len(pending) > 0 {
 						doc["fetch"] = pending
 					}
+					doc["images"] = images
+					if len(imageNotes) > 0 {
+						doc["imageNotes"] = imageNotes
+					}
 				}
 				b, err := json.MarshalIndent(doc, "", "  ")
 				if err != nil {
@@ -87,15 +120,17 @@ cached yet are listed with their URL, sha256 and size instead of their objects.`
 			for _, p := range pending {
 				fmt.Fprintf(g.streams.Out, "# not cached: up fetches %s (sha256 %s, %d bytes) and applies its objects\n", p.URL, p.SHA256, p.Size)
 			}
+			writeImageComments(g.streams.Out, images, imageNotes)
 			if l.Components.NetworkResourcesInjector {
-				fmt.Fprintf(g.streams.Out, "# %s: the Secret's data and the webhook's caBundle are placeholders; up makes a CA and serving certificate\n", cni.NRIName)
+				fmt.Fprintf(g.streams.Out, "# %s: the Secret's data and the webhook's caBundle are placeholders; up makes a CA and serving certificate\n", cni.InjectorName)
 			}
 			return cni.Render(g.streams.Out, objs, "yaml")
 		},
 	}
-	lf = addLaneFlags(c, true)
+	lf = addLaneFlags(g, c, true)
 	c.Flags().StringVarP(&output, "output", "o", "yaml", "output format: yaml or json")
 	c.Flags().BoolVar(&configOnly, "config-only", false, "print only the defaulted lane config")
+	c.Flags().BoolVar(&imagesOnly, "images", false, "print only the images the lane pulls (upstream references, one a line)")
 	return c
 }
 
@@ -124,4 +159,19 @@ func plannedPFNames(c *cobra.Command, l *config.Lane, g *globals) []string {
 		}
 	}
 	return names
+}
+
+// writeImageComments lists the images as YAML comments ahead of the objects.
+func writeImageComments(w io.Writer, images []lane.Image, notes []string) {
+	fmt.Fprintln(w, "# images the lane pulls (pulled by, reference, what for; with a mirror, the path it must serve):")
+	for _, img := range images {
+		line := fmt.Sprintf("#   %-5s %s (%s)", img.PulledBy, img.Ref, img.For)
+		if img.Mirror != "" && img.Mirror != img.Ref {
+			line += " from the mirror's " + img.Mirror
+		}
+		fmt.Fprintln(w, line)
+	}
+	for _, n := range notes {
+		fmt.Fprintf(w, "#   note: %s\n", n)
+	}
 }

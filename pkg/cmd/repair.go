@@ -32,7 +32,7 @@ one that was removed cannot be repaired (run down, then up).`,
 		RunE: func(c *cobra.Command, _ []string) error {
 			cli, _ := g.docker() // nil: the lane call connects, and says why it cannot, when it needs Docker
 			failed, _, err := lf.eachLane(all, func(l *config.Lane) error {
-				rep, err := lane.Repair(c.Context(), l, lane.RepairOptions{Docker: cli, Out: g.streams.Out, Verbose: g.verbose})
+				rep, err := lane.Repair(c.Context(), l, lane.RepairOptions{Docker: cli, Out: g.streams.Err, Verbose: g.verbose})
 				if err == nil && len(rep.Repaired) > 0 {
 					fmt.Fprintf(g.streams.Out, "lane %s repaired (%s)\n", l.Name, strings.Join(rep.Repaired, ", "))
 				}
@@ -47,7 +47,7 @@ one that was removed cannot be repaired (run down, then up).`,
 			return nil
 		},
 	}
-	lf = addLaneFlags(c, false)
+	lf = addLaneFlags(g, c, false)
 	lf.settings = config.AddFlagsOnly(c.Flags(), "state-dir")
 	c.Flags().BoolVar(&all, "all", false, "repair every lane of this host (this state dir)")
 	return c

@@ -44,7 +44,7 @@ recorded baselines cannot be reset: down and up it once.`,
 			cli, _ := g.docker() // nil: the lane call connects, and says why it cannot, when it needs Docker
 			failed, none, err := lf.eachLane(all, func(l *config.Lane) error {
 				start := time.Now()
-				rep, err := lane.Reset(c.Context(), l, lane.ResetOptions{Docker: cli, Out: g.streams.Out, Verbose: g.verbose, Timeout: timeout})
+				rep, err := lane.Reset(c.Context(), l, lane.ResetOptions{Docker: cli, Out: g.streams.Err, Verbose: g.verbose, Timeout: timeout})
 				if err != nil {
 					return err
 				}
@@ -70,7 +70,7 @@ recorded baselines cannot be reset: down and up it once.`,
 			return nil
 		},
 	}
-	lf = addLaneFlags(c, false)
+	lf = addLaneFlags(g, c, false)
 	lf.settings = config.AddFlagsOnly(c.Flags(), "state-dir")
 	c.Flags().BoolVar(&all, "all", false, "reset every lane of this host (this state dir)")
 	c.Flags().DurationVar(&timeout, "timeout", lane.DefaultResetTimeout, "how long to wait for what reset deleted to be gone")

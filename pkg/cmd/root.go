@@ -1,4 +1,3 @@
-// Package cmd holds sriov-lane's cobra commands, one per file.
 package cmd
 
 import (
@@ -8,6 +7,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/docker/docker/client"
@@ -16,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sriov-lane/sriov-lane/pkg/config"
+	"github.com/sriov-lane/sriov-lane/pkg/log"
 	"github.com/sriov-lane/sriov-lane/pkg/provider"
 )
 
@@ -62,6 +64,17 @@ type globals struct {
 	// cli is the run's Docker client, made by the first command that asks
 	// (docker) and closed when the run ends (close).
 	cli *client.Client
+	// note is what the first Ctrl-C says (interruptNote); a command whose
+	// interruption does more than stop sets its own.
+	note atomic.Pointer[string]
+}
+
+// interruptNote is what the first Ctrl-C of the run says.
+func (g *globals) interruptNote() string {
+	if n := g.note.Load(); n != nil {
+		return *n
+	}
+	return interruptedNote
 }
 
 // docker is the command run's Docker client: every lane and provider call
@@ -76,6 +89,10 @@ func (g *globals) docker() (*client.Client, error) {
 	}
 	return g.cli, nil
 }
+
+// log is the run's logger: warnings, errors and -v detail, on stderr like
+// every step line (results alone go to stdout).
+func (g *globals) log() log.Logger { return log.NewPrinter(g.streams.Err, g.verbose) }
 
 func (g *globals) close() {
 	if g.cli != nil {
@@ -140,12 +157,16 @@ Every command that changes the host runs as root.`,
 	return root, g
 }
 
-// Main runs the CLI and returns the exit code. SIGINT and SIGTERM cancel the
-// context so `up` can undo what it did before exiting.
+// Main runs the CLI and returns the exit code. The first SIGINT or SIGTERM
+// cancels the context, so `up` undoes what it did before exiting; a second
+// quits at once (onInterrupt).
 func Main(args []string, streams IOStreams) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	root, g := newRoot(streams)
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	ctx, stop := onInterrupt(context.Background(), sigs, streams.Err, g.interruptNote, os.Exit)
+	defer stop()
 	defer g.close()
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
@@ -153,6 +174,44 @@ func Main(args []string, streams IOStreams) int {
 		fmt.Fprintf(streams.Err, "error: %v\n", err)
 	}
 	return ExitCode(err)
+}
+
+// Notes the first Ctrl-C prints: what the command does now that it was
+// interrupted.
+const (
+	interruptedNote   = "interrupted: stopping; press Ctrl-C again to quit now"
+	interruptedUpNote = "interrupted: undoing what up made; press Ctrl-C again to quit now, 'sriov-lane down' finishes the job"
+)
+
+// onInterrupt cancels the returned context at the first signal on sigs,
+// telling errOut what happens now (note), and calls exit at the second:
+// a long undo need not be waited for, since the journal keeps what is left
+// for down to finish. The exit code is 128 + the signal's number, as a
+// shell reports a process a signal ended.
+func onInterrupt(parent context.Context, sigs <-chan os.Signal, errOut io.Writer, note func() string, exit func(int)) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(parent)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-sigs:
+		case <-done:
+			return
+		}
+		fmt.Fprintln(errOut, note())
+		cancel()
+		select {
+		case sig := <-sigs:
+			fmt.Fprintf(errOut, "%s again: quitting now\n", sig)
+			code := 128 + int(syscall.SIGINT)
+			if s, ok := sig.(syscall.Signal); ok {
+				code = 128 + int(s)
+			}
+			exit(code)
+		case <-done:
+		}
+	}()
+	var once sync.Once
+	return ctx, func() { once.Do(func() { close(done); cancel() }) }
 }
 
 // usageArgs makes cobra's argument checks usage errors (exit 2).

@@ -53,7 +53,7 @@ what to do and exits 1.`,
 				}
 				return nil
 			}
-			saved, err := lane.ResolveSaved(l)
+			saved, err := lane.ResolveSaved(l, g.log())
 			if err != nil {
 				return err
 			}
@@ -79,7 +79,7 @@ what to do and exits 1.`,
 			return nil
 		},
 	}
-	lf = addLaneFlags(c, false)
+	lf = addLaneFlags(g, c, false)
 	lf.settings = config.AddFlagsOnly(c.Flags(), "state-dir")
 	c.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
 	return c

@@ -46,8 +46,12 @@ PFs first, unless --retain.`,
 				os.Setenv("TMPDIR", tmp)
 			}
 			cli, _ := g.docker() // nil: the lane call connects, and says why it cannot, when it needs Docker
+			if !retain {
+				note := interruptedUpNote
+				g.note.Store(&note)
+			}
 			timings, err := lane.Up(c.Context(), l, lane.UpOptions{
-				Docker: cli, Out: g.streams.Out, Verbose: g.verbose, Retain: retain, KubevirtciDir: kubevirtci,
+				Docker: cli, Out: g.streams.Err, Verbose: g.verbose, Retain: retain, KubevirtciDir: kubevirtci,
 			})
 			if err != nil {
 				return err
@@ -61,7 +65,7 @@ PFs first, unless --retain.`,
 			return nil
 		},
 	}
-	lf = addLaneFlags(c, true)
+	lf = addLaneFlags(g, c, true)
 	c.Flags().BoolVar(&retain, "retain", false, "keep whatever was made when up fails (debugging); remove it with down")
 	c.Flags().StringVar(&kubevirtci, "kubevirtci", "", "also write kubevirtci's provider files into this directory")
 	return c

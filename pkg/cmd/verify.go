@@ -13,6 +13,8 @@ import (
 	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/kube"
 	"github.com/sriov-lane/sriov-lane/pkg/lane"
+	"github.com/sriov-lane/sriov-lane/pkg/log"
+	"github.com/sriov-lane/sriov-lane/pkg/smoke"
 )
 
 func newVerifyCmd(g *globals) *cobra.Command {
@@ -34,7 +36,7 @@ exec does, no kubectl needed) and prints one line per check with what it found:
                     devices in the pod (the group PCIDEVICE_..._INFO names, if it does)
   network-status    netdevice lanes: Multus's k8s.v1.cni.cncf.io/network-status
                     annotation lists the smoke network with an interface, an address in
-                    ` + cni.SmokeSubnet + ` and device-info naming the same PCI address
+                    ` + smoke.Subnet + ` and device-info naming the same PCI address
   interface in pod  netdevice lanes: that interface is in the pod's network namespace
                     with the annotation's MAC and address
 
@@ -59,11 +61,10 @@ inspection; the next verify deletes a pod left that way before it starts.`,
 				return fmt.Errorf("lane %s: %w (is the lane up?)", l.Name, err)
 			}
 			opts := lane.CNIOptions(l, []string{"unused"})
-			opts.Smoke = true
 			if opts.SmokeNamespace == "" {
 				opts.SmokeNamespace = "default"
 			}
-			v := &verifier{out: g.streams.Out, kube: cluster, opts: opts, timeout: timeout, keep: keep}
+			v := &verifier{out: g.streams.Out, log: g.log(), kube: cluster, opts: opts, timeout: timeout, keep: keep}
 			dev, err := v.run(c.Context())
 			if err != nil {
 				return err
@@ -72,64 +73,85 @@ inspection; the next verify deletes a pod left that way before it starts.`,
 			return nil
 		},
 	}
-	lf = addLaneFlags(c, false)
+	lf = addLaneFlags(g, c, false)
 	lf.settings = config.AddFlagsOnly(c.Flags(), "state-dir")
-	c.Flags().DurationVar(&timeout, "timeout", 3*time.Minute, "how long to wait for the pod to become Ready, and to be gone once deleted")
+	c.Flags().DurationVar(&timeout, "timeout", defaultVerifyTimeout, "how long to wait for the pod to become Ready, and to be gone once deleted")
 	c.Flags().BoolVar(&keep, "keep", false, "leave the smoke pod and NetworkAttachmentDefinition for inspection (the pod keeps its VF)")
 	return c
 }
 
+// defaultVerifyTimeout is --timeout's default. On a lane up made ready the
+// smoke pod needs a pull of busybox (cni.SmokeImage, a few MB, from the
+// mirror when one is set), a VF from the device plugin and the SR-IOV CNI's
+// attach: seconds when all is well. Three minutes leaves a cold pull over a
+// slow link room, while a pod that never gets its VF (the failure verify
+// exists to find) fails a CI job in minutes, not after the lane's own
+// ten-minute up bound; its deletion, with a grace period of 1s, needs far
+// less.
+const defaultVerifyTimeout = 3 * time.Minute
+
+// networkDeleteBound is what verify's cleanup allows beyond the pod's own
+// wait (--timeout) for deleting the NetworkAttachmentDefinition: one API
+// call.
+const networkDeleteBound = 30 * time.Second
+
+// verifier writes verify's results to out (stdout): the line of each check
+// with what it found, and the VF that reached the pod, which are what
+// verify proves. What it does on the way (pods deleted, kept) is progress,
+// for log (stderr).
 type verifier struct {
 	out     io.Writer
+	log     log.Logger
 	kube    *kube.Clients
 	opts    cni.Options
 	timeout time.Duration
 	keep    bool
 }
 
-func (v *verifier) pod() string { return v.opts.SmokeNamespace + "/" + cni.SmokePodName }
+func (v *verifier) pod() string { return v.opts.SmokeNamespace + "/" + smoke.PodName }
 
 // run starts a fresh smoke pod, checks it and cleans up (unless keep),
 // whatever happened.
-func (v *verifier) run(ctx context.Context) (dev cni.PCIDevice, err error) {
+func (v *verifier) run(ctx context.Context) (dev smoke.PCIDevice, err error) {
 	ns := v.opts.SmokeNamespace
-	objs, err := cni.SmokeObjects(v.opts)
+	objs, err := smoke.Objects(v.opts)
 	if err != nil {
 		return dev, err
 	}
 	// A pod left by --keep still holds its VF and would be checked as it
 	// is: start from a new one.
-	if err := v.deletePod(ctx, "deleted smoke pod %s left by an earlier verify\n"); err != nil {
+	if err := v.deletePod(ctx, "deleted smoke pod %s left by an earlier verify"); err != nil {
 		return dev, err
 	}
 	defer func() {
 		if v.keep {
-			fmt.Fprintf(v.out, "kept pod %s and NetworkAttachmentDefinition %s/%s (--keep); the next verify deletes them\n", v.pod(), ns, cni.SmokeNetworkName)
+			v.log.V(0).Infof("kept pod %s and NetworkAttachmentDefinition %s/%s (--keep); the next verify deletes them", v.pod(), ns, smoke.NetworkName)
 			return
 		}
 		// Also after Ctrl-C: a pod left behind would hold its VF.
-		cctx := context.WithoutCancel(ctx)
-		cerr := v.deletePod(cctx, "deleted pod %s (gone, its VF is free again)\n")
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), v.timeout+networkDeleteBound)
+		defer cancel()
+		cerr := v.deletePod(cctx, "deleted pod %s (gone, its VF is free again)")
 		if cerr == nil {
-			cerr = cni.DeleteSmokeNetwork(cctx, v.kube.Dynamic, ns)
+			cerr = smoke.DeleteNetwork(cctx, v.kube.Dynamic, ns)
 		}
 		if cerr == nil {
-			fmt.Fprintf(v.out, "deleted NetworkAttachmentDefinition %s/%s\n", ns, cni.SmokeNetworkName)
+			v.log.V(0).Infof("deleted NetworkAttachmentDefinition %s/%s", ns, smoke.NetworkName)
 		}
 		if err != nil {
 			err = fmt.Errorf("%w\n(the smoke pod is deleted; rerun with --keep to leave it for inspection)", err)
 		}
 		err = errors.Join(err, cerr)
 	}()
-	if err := cni.Apply(ctx, v.kube, objs, nil); err != nil {
+	if err := cni.Apply(ctx, v.kube, objs, log.Noop); err != nil {
 		return dev, err
 	}
 	wctx, cancel := context.WithTimeout(ctx, v.timeout)
 	defer cancel()
-	if err := cni.WaitPodsReady(wctx, v.kube.Typed, ns, []string{cni.SmokePodName}); err != nil {
+	if err := cni.WaitPodsReady(wctx, v.kube.Typed, ns, []string{smoke.PodName}); err != nil {
 		return dev, fmt.Errorf("smoke pod %s did not become Ready: %w", v.pod(), err)
 	}
-	return cni.VerifySmoke(ctx, v.kube, v.opts, func(check, found string) {
+	return smoke.Verify(ctx, v.kube, v.opts, func(check, found string) {
 		fmt.Fprintf(v.out, "ok  %-17s %s\n", check+":", found)
 	})
 }
@@ -139,9 +161,9 @@ func (v *verifier) run(ctx context.Context) (dev cni.PCIDevice, err error) {
 func (v *verifier) deletePod(ctx context.Context, msg string) error {
 	ctx, cancel := context.WithTimeout(ctx, v.timeout)
 	defer cancel()
-	existed, err := cni.DeleteSmokePod(ctx, v.kube.Typed, v.opts.SmokeNamespace)
+	existed, err := smoke.DeletePod(ctx, v.kube.Typed, v.opts.SmokeNamespace)
 	if existed && err == nil {
-		fmt.Fprintf(v.out, msg, v.pod())
+		v.log.V(0).Infof(msg, v.pod())
 	}
 	return err
 }

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sriov-lane/sriov-lane/pkg/cni"
+	"github.com/sriov-lane/sriov-lane/pkg/smoke"
 )
 
 // verify's --help lists every check it prints and what happens to the
@@ -15,8 +15,8 @@ func TestVerifyHelpNamesEveryCheckAndCleanup(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, out)
 	}
 	for _, want := range []string{
-		cni.CheckPodReady, cni.CheckPCIDeviceEnv, cni.CheckVFIODevice, cni.CheckNetworkStatus, cni.CheckPodInterface,
-		cni.SmokeSubnet, cni.PCIDeviceEnvName("kubevirt.io", "sriov_net"),
+		smoke.CheckPodReady, smoke.CheckPCIDeviceEnv, smoke.CheckVFIODevice, smoke.CheckNetworkStatus, smoke.CheckPodInterface,
+		smoke.Subnet, smoke.PCIDeviceEnvName("kubevirt.io", "sriov_net"),
 		"deletes the pod, waits until it is gone", "--keep",
 	} {
 		if !strings.Contains(out, want) {

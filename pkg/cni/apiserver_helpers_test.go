@@ -26,11 +26,11 @@ func startAPI(t *testing.T) (*rest.Config, kubernetes.Interface) {
 	return cfg, cs
 }
 
-// ensureServiceAccount creates the SA pods in ns default to; there is no
-// controller-manager to do it.
-func ensureServiceAccount(t *testing.T, cs kubernetes.Interface, ns, name string) {
+// ensureDefaultServiceAccount creates the SA "default", which pods in ns
+// default to; there is no controller-manager to do it.
+func ensureDefaultServiceAccount(t *testing.T, cs kubernetes.Interface, ns string) {
 	t.Helper()
-	_, err := cs.CoreV1().ServiceAccounts(ns).Create(t.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}, metav1.CreateOptions{})
+	_, err := cs.CoreV1().ServiceAccounts(ns).Create(t.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: ns}}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -18,10 +19,8 @@ import (
 	"k8s.io/client-go/restmapper"
 
 	"github.com/sriov-lane/sriov-lane/pkg/kube"
+	"github.com/sriov-lane/sriov-lane/pkg/log"
 )
-
-// Logf receives one line per applied object; nil discards.
-type Logf func(format string, args ...any)
 
 // crdEstablishTimeout bounds the wait for a CRD applied in the same batch;
 // the API server establishes a CRD in well under a second.
@@ -35,13 +34,11 @@ var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version:
 // the one before it is applied, and its objects are applied concurrently,
 // since nothing of one rank depends on another of the same rank. Before the
 // first tier holding a kind defined by a CRD in objs, it waits for that CRD
-// to be Established and refreshes discovery. Log lines come in objs order.
+// to be Established and refreshes discovery. It logs one V(1) line per
+// applied object, in objs order.
 // Applying the same objects again is a no-op on the server
 // (resourceVersions unchanged).
-func Apply(ctx context.Context, kc *kube.Clients, objs []*unstructured.Unstructured, logf Logf) error {
-	if logf == nil {
-		logf = func(string, ...any) {}
-	}
+func Apply(ctx context.Context, kc *kube.Clients, objs []*unstructured.Unstructured, lg log.Logger) error {
 	a := &applier{
 		dyn:         kc.Dynamic,
 		mapper:      kc.Mapper,
@@ -49,7 +46,7 @@ func Apply(ctx context.Context, kc *kube.Clients, objs []*unstructured.Unstructu
 		established: map[string]bool{},
 	}
 	for _, tier := range tiers(objs) {
-		if err := a.applyTier(ctx, tier, logf); err != nil {
+		if err := a.applyTier(ctx, tier, lg); err != nil {
 			return err
 		}
 	}
@@ -104,7 +101,7 @@ type applier struct {
 	established map[string]bool
 }
 
-func (a *applier) applyTier(ctx context.Context, tier []*unstructured.Unstructured, logf Logf) error {
+func (a *applier) applyTier(ctx context.Context, tier []*unstructured.Unstructured, lg log.Logger) error {
 	if err := a.awaitCRDs(ctx, tier); err != nil {
 		return err
 	}
@@ -124,23 +121,23 @@ func (a *applier) applyTier(ctx context.Context, tier []*unstructured.Unstructur
 		}
 		jobs[i] = job{ri: ri, obj: obj}
 	}
-	sem := make(chan struct{}, applyParallel)
-	var wg sync.WaitGroup
+	// Each job keeps its own error, reported in objs order below, so the
+	// group's goroutines return none.
+	var g errgroup.Group
+	g.SetLimit(applyParallel)
 	for i := range jobs {
 		j := &jobs[i]
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
+		g.Go(func() error {
 			j.out, j.err = j.ri.Apply(ctx, j.obj.GetName(), j.obj, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
+	_ = g.Wait()
 	for _, j := range jobs {
 		if j.err != nil {
 			return fmt.Errorf("applying %s %s: %w", j.obj.GetKind(), describe(j.obj), j.err)
 		}
-		logf("applied %s %s (resourceVersion %s)", j.obj.GetKind(), describe(j.obj), j.out.GetResourceVersion())
+		lg.V(1).Infof("applied %s %s (resourceVersion %s)", j.obj.GetKind(), describe(j.obj), j.out.GetResourceVersion())
 	}
 	return nil
 }
@@ -215,7 +212,7 @@ func waitCRDEstablished(ctx context.Context, dyn dynamic.Interface, name string)
 	defer cancel()
 	sel := "metadata.name=" + name
 	ri := dyn.Resource(crdGVR)
-	lw := listWatch(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+	lw := listWatch(dyn, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 		o.FieldSelector = sel
 		return ri.List(ctx, o)
 	}, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {

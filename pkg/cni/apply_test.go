@@ -1,6 +1,7 @@
 package cni
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/sriov-lane/sriov-lane/pkg/config"
+	"github.com/sriov-lane/sriov-lane/pkg/log"
 )
 
 // resourceVersions reads back every object and returns kind/ns/name -> rv.
@@ -55,31 +57,43 @@ func guessGVR(t *testing.T, gvk schema.GroupVersionKind) schema.GroupVersionReso
 	return gvk.GroupVersion().WithResource(res)
 }
 
+const testNetworkName = "sriov-lane-smoke"
+
 func TestApplyTwiceChangesNothing(t *testing.T) {
 	cfg, cs := startAPI(t)
-	ensureServiceAccount(t, cs, "default", "default")
+	ensureDefaultServiceAccount(t, cs, "default")
 	o := defaultTestOptions()
-	o.Smoke = true // adds a NetworkAttachmentDefinition: exercises the CRD Established wait
 	objs, err := Objects(t.Context(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var log []string
-	logf := func(f string, a ...any) { log = append(log, fmt.Sprintf(f, a...)) }
-	if err := Apply(t.Context(), clients(t, cfg), objs, logf); err != nil {
+	// A NetworkAttachmentDefinition, as verify's smoke network, in the same
+	// batch as its CRD: exercises the CRD Established wait.
+	objs = append(objs, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
+		"metadata": map[string]any{"name": testNetworkName, "namespace": "default"},
+		"spec":     map[string]any{"config": `{"cniVersion":"0.3.1","name":"` + testNetworkName + `","type":"sriov"}`},
+	}})
+	// Under -v, as the user sees them: one V(1) line per object.
+	var out bytes.Buffer
+	if err := Apply(t.Context(), clients(t, cfg), objs, log.NewPrinter(&out, true)); err != nil {
 		t.Fatal(err)
 	}
-	if len(log) != len(objs) {
-		t.Errorf("%d log lines for %d objects", len(log), len(objs))
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n") {
+		lines = append(lines, strings.TrimSpace(l))
+	}
+	if len(lines) != len(objs) {
+		t.Errorf("%d log lines for %d objects", len(lines), len(objs))
 	}
 	// Objects of a tier are applied concurrently; the log still follows objs.
-	for i := range min(len(log), len(objs)) {
-		if want := "applied " + objs[i].GetKind() + " "; !strings.HasPrefix(log[i], want) || !strings.Contains(log[i], objs[i].GetName()) {
-			t.Errorf("log line %d = %q, want %s%s", i, log[i], want, describe(objs[i]))
+	for i := range min(len(lines), len(objs)) {
+		if want := "applied " + objs[i].GetKind() + " "; !strings.HasPrefix(lines[i], want) || !strings.Contains(lines[i], objs[i].GetName()) {
+			t.Errorf("log line %d = %q, want %s%s", i, lines[i], want, describe(objs[i]))
 		}
 	}
 	first := resourceVersions(t, cfg, objs)
-	if err := Apply(t.Context(), clients(t, cfg), objs, nil); err != nil {
+	if err := Apply(t.Context(), clients(t, cfg), objs, log.Noop); err != nil {
 		t.Fatalf("second apply: %v", err)
 	}
 	second := resourceVersions(t, cfg, objs)
@@ -88,7 +102,7 @@ func TestApplyTwiceChangesNothing(t *testing.T) {
 			t.Errorf("%s changed on re-apply: resourceVersion %s -> %s", k, rv, second[k])
 		}
 	}
-	nad, err := dynamic.NewForConfigOrDie(cfg).Resource(nadGVR).Namespace("default").Get(t.Context(), SmokeNetworkName, metav1.GetOptions{})
+	nad, err := dynamic.NewForConfigOrDie(cfg).Resource(NADResource).Namespace("default").Get(t.Context(), testNetworkName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +121,7 @@ func TestApplyTwiceChangesNothing(t *testing.T) {
 	if _, err := cs.CoreV1().ConfigMaps(DefaultNamespace).Update(t.Context(), cm, metav1.UpdateOptions{FieldManager: "someone-else"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := Apply(t.Context(), clients(t, cfg), objs, nil); err != nil {
+	if err := Apply(t.Context(), clients(t, cfg), objs, log.Noop); err != nil {
 		t.Fatalf("apply over a conflicting edit: %v", err)
 	}
 	cm, _ = cs.CoreV1().ConfigMaps(DefaultNamespace).Get(t.Context(), DevicePluginConfigMap, metav1.GetOptions{})
@@ -126,7 +140,7 @@ func TestApplyCalicoWaitsForCRD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Apply(t.Context(), clients(t, cfg), objs, t.Logf); err != nil {
+	if err := Apply(t.Context(), clients(t, cfg), objs, log.NewPrinter(t.Output(), true)); err != nil {
 		t.Fatal(err)
 	}
 	inst, err := dynamic.NewForConfigOrDie(cfg).Resource(schema.GroupVersionResource{Group: "operator.tigera.io", Version: "v1", Resource: "installations"}).
@@ -138,7 +152,7 @@ func TestApplyCalicoWaitsForCRD(t *testing.T) {
 		t.Errorf("containerIPForwarding = %q", v)
 	}
 	first := resourceVersions(t, cfg, objs)
-	if err := Apply(t.Context(), clients(t, cfg), objs, nil); err != nil {
+	if err := Apply(t.Context(), clients(t, cfg), objs, log.Noop); err != nil {
 		t.Fatal(err)
 	}
 	for k, rv := range resourceVersions(t, cfg, objs) {
@@ -169,7 +183,7 @@ func TestApplyIsNotClientThrottled(t *testing.T) {
 		objs = append(objs, u)
 	}
 	start := time.Now()
-	if err := Apply(t.Context(), clients(t, kc), objs, nil); err != nil {
+	if err := Apply(t.Context(), clients(t, kc), objs, log.Noop); err != nil {
 		t.Fatal(err)
 	}
 	if d := time.Since(start); d > 3*time.Second {

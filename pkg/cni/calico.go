@@ -56,6 +56,11 @@ var CalicoManifests = []ManifestRef{
 // maxManifestBytes bounds a download; the largest pinned file is ~3 MiB.
 const maxManifestBytes = 64 << 20
 
+// manifestDownloadTimeout bounds one manifest download: a few MB from
+// GitHub's CDN take seconds; a proxy that stalls must not hold up for the
+// whole lane's wait.
+const manifestDownloadTimeout = 2 * time.Minute
+
 // ErrChecksumMismatch is returned (wrapped) when manifest bytes do not hash
 // to the pinned digest.
 var ErrChecksumMismatch = errors.New("sha256 mismatch")
@@ -141,7 +146,7 @@ func verifySHA256(data []byte, want string) error {
 
 func download(ctx context.Context, client *http.Client, url string) ([]byte, error) {
 	if client == nil {
-		client = &http.Client{Timeout: 2 * time.Minute}
+		client = &http.Client{Timeout: manifestDownloadTimeout}
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/sriov-lane/sriov-lane/pkg/config"
+	"github.com/sriov-lane/sriov-lane/pkg/log"
 )
 
 // testCRDs and testOperator stand in for the pinned operator-crds.yaml
@@ -304,7 +306,7 @@ func TestCalicoObjects(t *testing.T) {
 	if fwd != "Enabled" || len(pools) != 1 || pools[0].(map[string]any)["cidr"] != "192.168.0.0/16" || reg != "mirror.example:5000/" {
 		t.Errorf("Installation spec: %v", inst.Object["spec"])
 	}
-	if !contains(allImages(objs), "mirror.example:5000/tigera/operator:v1.42.3") {
+	if !slices.Contains(allImages(objs), "mirror.example:5000/tigera/operator:v1.42.3") {
 		t.Errorf("operator image not mirrored: %v", allImages(objs))
 	}
 	if objs[0].GetKind() != "Namespace" {
@@ -320,7 +322,7 @@ func TestWaitCalico(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Apply(t.Context(), clients(t, cfg), crds, nil); err != nil {
+	if err := Apply(t.Context(), clients(t, cfg), crds, log.Noop); err != nil {
 		t.Fatal(err)
 	}
 	dyn := dynamic.NewForConfigOrDie(cfg)

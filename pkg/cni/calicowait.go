@@ -60,14 +60,14 @@ func WaitCalico(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interf
 			rollout = nil
 		}
 	}
-	dctx, dcancel := diagnoseContext(ctx)
+	dctx, dcancel := DiagnoseContext(ctx)
 	defer dcancel()
 	var b strings.Builder
 	fmt.Fprintf(&b, "waiting for Calico (TigeraStatus %s Available or %s/%s rolled out): %v\n", calicoTigeraStatus, calicoNodeNamespace, calicoNodeDaemonSet, statusErr)
 	writeTigeraStatus(dctx, &b, dyn)
 	fmt.Fprintf(&b, "%s\n", rolloutErr)
 	fmt.Fprintf(&b, "namespace %s:\n", tigeraOperatorNS)
-	writeUnreadyPods(dctx, &b, cs, tigeraOperatorNS, metav1.ListOptions{}, "  ")
+	writeUnreadyPods(dctx, &b, cs, tigeraOperatorNS, metav1.ListOptions{})
 	return errors.New(strings.TrimRight(b.String(), "\n"))
 }
 
@@ -83,7 +83,7 @@ func daemonSetRef(namespace, name string) *unstructured.Unstructured {
 func waitTigeraAvailable(ctx context.Context, dyn dynamic.Interface) error {
 	res := dyn.Resource(tigeraStatusGVR)
 	sel := "metadata.name=" + calicoTigeraStatus
-	lw := listWatch(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+	lw := listWatch(dyn, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 		o.FieldSelector = sel
 		return res.List(ctx, o)
 	}, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {

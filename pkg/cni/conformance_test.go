@@ -83,6 +83,18 @@ func (v view) installation() *unstructured.Unstructured {
 	return nil
 }
 
+// labelsOf is the labels of the named object of kind.
+func (v view) labelsOf(kind, name string) map[string]string {
+	v.t.Helper()
+	for _, u := range v.objs {
+		if u.GetKind() == kind && u.GetName() == name {
+			return u.GetLabels()
+		}
+	}
+	v.t.Fatalf("no %s %s", kind, name)
+	return nil
+}
+
 func (v view) ds(name string) *appsv1.DaemonSet {
 	var ds appsv1.DaemonSet
 	v.get("DaemonSet", name, &ds)
@@ -129,6 +141,64 @@ func hostPath(ds *appsv1.DaemonSet, volume string) string {
 	}
 	return "no volume"
 }
+
+// hostPathTypes lists each hostPath volume's type ("unset" for none).
+func hostPathTypes(ds *appsv1.DaemonSet) string {
+	var out []string
+	for _, v := range ds.Spec.Template.Spec.Volumes {
+		if v.HostPath == nil {
+			continue
+		}
+		t := "unset"
+		if v.HostPath.Type != nil && *v.HostPath.Type != "" {
+			t = string(*v.HostPath.Type)
+		}
+		out = append(out, v.Name+" "+t)
+	}
+	return strings.Join(out, ", ")
+}
+
+// ownLabels are an object's labels without the lane's managed-by label.
+func ownLabels(l map[string]string) string {
+	out := map[string]string{}
+	for k, v := range l {
+		if k != managedByLabel {
+			out[k] = v
+		}
+	}
+	return fmt.Sprint(out)
+}
+
+// dsLabels renders a DaemonSet's labels, its pods' labels and its selector.
+func dsLabels(ds *appsv1.DaemonSet) string {
+	return ownLabels(ds.Labels) + " pods " + ownLabels(ds.Spec.Template.Labels) + " selector " + fmt.Sprint(ds.Spec.Selector.MatchLabels)
+}
+
+func affinity(ds *appsv1.DaemonSet) string {
+	a := ds.Spec.Template.Spec.Affinity
+	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return "none"
+	}
+	var out []string
+	for _, term := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+		for _, e := range term.MatchExpressions {
+			out = append(out, fmt.Sprintf("%s %s %v", e.Key, e.Operator, e.Values))
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
+// hostPathTypeWhy is the reason every component's hostPath volumes name a
+// type where upstream names none.
+const hostPathTypeWhy = "upstream sets no type, which checks nothing and leaves a missing path to the container runtime (k8s.io/api core/v1/types.go@v0.37.2 HostPathUnset); " +
+	"the lane names what each path is, so kubelet checks it before the container starts and a wrong node fails with the volume named, and creates the ones that may be missing (DirectoryOrCreate, mode 0755)"
+
+// earlyStartWhy is why the SR-IOV components tolerate every taint: a node
+// stays tainted not-ready:NoSchedule until it is Ready, and a DaemonSet
+// gets no toleration of it.
+const earlyStartWhy = "a node is tainted node.kubernetes.io/not-ready:NoSchedule until it is Ready (k8s.io/kubernetes pkg/controller/nodelifecycle/node_lifecycle_controller.go@v1.36.3 doNoScheduleTaintingPass) " +
+	"and the DaemonSet controller adds no toleration of it (pkg/controller/daemon/util/daemonset_util.go@v1.36.3 AddOrUpdateDaemonPodTolerations), so upstream's pods would be made only once Flannel had made the agent Ready, " +
+	"in series on up's way to allocatable; this hostNetwork pod runs on an agent that is not Ready yet, as Multus and Flannel do"
 
 func cmdline(c corev1.Container) string { return strings.Join(slices.Concat(c.Command, c.Args), " ") }
 
@@ -241,11 +311,19 @@ func TestConformanceFlannel(t *testing.T) {
 		{src, "volume flannel-cfg", hostPath(ds, "flannel-cfg"), "configMap kube-flannel-cfg", ""},
 		{src, "tolerations", fmt.Sprint(ds.Spec.Template.Spec.Tolerations), "[{ Exists   <nil>}]",
 			"upstream tolerates NoSchedule only; the lane's CNI must run on every node whatever its taints"},
+		{src, "DaemonSet labels, pod labels, selector", dsLabels(ds), "map[app:flannel k8s-app:flannel tier:node] pods map[app:flannel tier:node] selector map[app:flannel]", ""},
+		{src, "labels of the Namespace, ServiceAccount, ClusterRole, ClusterRoleBinding and ConfigMap", fmt.Sprint(ownLabels(ns.Labels), " ", ownLabels(v.labelsOf("ServiceAccount", flannelName)), " ",
+			ownLabels(v.labelsOf("ClusterRole", flannelName)), " ", ownLabels(v.labelsOf("ClusterRoleBinding", flannelName)), " ", ownLabels(cm.Labels)),
+			"map[k8s-app:flannel pod-security.kubernetes.io/enforce:privileged] map[k8s-app:flannel] map[k8s-app:flannel] map[k8s-app:flannel] map[app:flannel k8s-app:flannel tier:node]", ""},
+		{src, "node affinity (kubelet labels every node with its OS)", affinity(ds), "kubernetes.io/os In [linux]", ""},
+		{src, "update strategy left to apps/v1's default, RollingUpdate", string(ds.Spec.UpdateStrategy.Type), "", ""},
+		{src, "hostPath types", hostPathTypes(ds), "run DirectoryOrCreate, cni-plugin DirectoryOrCreate, cni DirectoryOrCreate, xtables-lock FileOrCreate, k3s-bin Directory",
+			"upstream types only xtables-lock (FileOrCreate); " + hostPathTypeWhy},
 		// The lane's own init container: k3s ships the standard plugins.
-		{"k3s-io/k3s scripts/package-cli@0c6b584f", "install-k3s-cni-plugins copies k3s's plugins from the node's /bin",
+		{"k3s-io/k3s scripts/package-cli@167c1143", "install-k3s-cni-plugins copies k3s's plugins from the node's /bin",
 			cmdline(container(ds, "install-k3s-cni-plugins")) + " | " + mount(ds, "install-k3s-cni-plugins", "k3s-bin") + " <- " + hostPath(ds, "k3s-bin"),
 			"cp -fL /host/bin/bandwidth /host/bin/bridge /host/bin/host-local /host/bin/loopback /host/bin/portmap /opt/cni/bin/ | /host/bin ro <- /bin",
-			"not in upstream, which expects the plugins installed; k3s links bridge, host-local, ... to its multi-call /bin/cni (relative links; the data archive is unpacked at / in the image, package/Dockerfile), and installs none of them with --flannel-backend=none. Read at a stored k3s commit: the v1.35.5+k3s1 tag is not fetchable here"},
+			"not in upstream, which expects the plugins installed; k3s links bridge, host-local, ... to its multi-call /bin/cni (relative links, the same at stored commit 0c6b584f; the data archive is unpacked at / in the image, package/Dockerfile@bad22133), and installs none of them with --flannel-backend=none. Read at stored k3s commits: the v1.35.5+k3s1 tag is not fetchable here"},
 	})
 }
 
@@ -272,7 +350,14 @@ func TestConformanceMultus(t *testing.T) {
 	init := container(ds, "install-multus-binary")
 	checkFacts(t, []fact{
 		{src, "NAD CRD kind, scope, short names", fmt.Sprint(kind, " ", scope, " ", short), "NetworkAttachmentDefinition Namespaced [nad net-attach-def]", ""},
-		{src, "ClusterRole multus rules", rules(v, multusName), "[k8s.cni.cncf.io] [*] [*]; [] [pods pods/status] [get list watch update]; [ events.k8s.io] [events] [create patch update]", ""},
+		{src, "ClusterRole multus rules", rules(v, multusName), "[k8s.cni.cncf.io] [*] [*]; [] [pods pods/status] [get list update watch]; [ events.k8s.io] [events] [create patch update]", ""},
+		{src, "DaemonSet labels, pod labels, selector", dsLabels(ds), "map[app:multus name:multus tier:node] pods map[app:multus name:multus tier:node] selector map[name:multus]", ""},
+		{src, "ConfigMap labels", ownLabels(cm.Labels), "map[app:multus tier:node]", ""},
+		{src, "tolerations (every NoSchedule and NoExecute taint)", fmt.Sprint(ds.Spec.Template.Spec.Tolerations), "[{ Exists  NoSchedule <nil>} { Exists  NoExecute <nil>}]", ""},
+		{src, "update strategy", string(ds.Spec.UpdateStrategy.Type), "RollingUpdate", ""},
+		{src, "hostPath types", hostPathTypes(ds),
+			"cni DirectoryOrCreate, cnibin DirectoryOrCreate, host-run Directory, host-var-lib-cni-multus DirectoryOrCreate, host-var-lib-kubelet Directory, host-run-k8s-cni-cncf-io DirectoryOrCreate, host-run-netns DirectoryOrCreate, hostroot Directory, multus-conf-dir DirectoryOrCreate",
+			hostPathTypeWhy},
 		{src, "daemon config", fmt.Sprintf("%+v", dc), "{ChrootDir:/hostroot CNIVersion:0.3.1 LogLevel:verbose LogToStderr:true CNIConfigDir:/host/etc/cni/net.d MultusAutoconfigDir:/host/etc/cni/net.d MultusConfigFile:auto SocketDir:/host/run/multus/}", ""},
 		{src, "hostNetwork, hostPID, grace", fmt.Sprint(ds.Spec.Template.Spec.HostNetwork, ds.Spec.Template.Spec.HostPID, *ds.Spec.Template.Spec.TerminationGracePeriodSeconds), "true true 10", ""},
 		{src, "daemon command", cmdline(daemon), "/usr/src/multus-cni/bin/multus-daemon", ""},
@@ -328,6 +413,12 @@ func TestConformanceSRIOVCNI(t *testing.T) {
 		{src, "mount cnibin", mount(ds, c.Name, "cnibin"), "/host/opt/cni/bin", ""},
 		{src, "hostPath cnibin", hostPath(ds, "cnibin"), "/opt/cni/bin", ""},
 		{src, "image", c.Image, "ghcr.io/k8snetworkplumbingwg/sriov-cni:v2.10.0", "upstream's manifest names the image untagged (latest); the lane pins the release"},
+		{src, "image pull policy", string(c.ImagePullPolicy), "IfNotPresent", ""},
+		{src, "DaemonSet labels, pod labels, selector", dsLabels(ds), "map[app:sriov-cni tier:node] pods map[app:sriov-cni name:sriov-cni tier:node] selector map[name:sriov-cni]", ""},
+		{src, "update strategy left to apps/v1's default, RollingUpdate", string(ds.Spec.UpdateStrategy.Type), "", ""},
+		{src, "tolerations", fmt.Sprint(ds.Spec.Template.Spec.Tolerations), "[{ Exists   <nil>}]",
+			"upstream tolerates node-role.kubernetes.io/master and control-plane NoSchedule only; " + earlyStartWhy},
+		{src, "hostPath types", hostPathTypes(ds), "cnibin DirectoryOrCreate", hostPathTypeWhy},
 		{src, "node selector", fmt.Sprint(ds.Spec.Template.Spec.NodeSelector), "map[sriov_capable:true]",
 			"upstream runs on every node; kubevirtci's providers label SR-IOV agents sriov_capable=true and deploy only there"},
 	})
@@ -361,11 +452,24 @@ func TestConformanceDevicePlugin(t *testing.T) {
 			}
 		}), ","), "/etc/pcidp ro <- configMap sriovdp-config key config.json", "upstream mounts it read-write; nothing writes it"},
 		{src, "image", c.Image, "ghcr.io/k8snetworkplumbingwg/sriov-network-device-plugin:v3.11.0", "upstream's manifest uses :latest; the lane pins the release"},
+		{src, "image pull policy", string(c.ImagePullPolicy), "IfNotPresent", ""},
+		{src, "DaemonSet labels, pod labels, selector", dsLabels(ds), "map[app:sriovdp tier:node] pods map[app:sriovdp name:sriov-device-plugin tier:node] selector map[name:sriov-device-plugin]", ""},
+		// sriovdp reads no environment variable; NODE_NAME appears only in
+		// the per-node config file example (docs/config-file/README.md@v3.11.0).
+		{src, "no env", fmt.Sprint(c.Env), "[]", ""},
+		{src, "update strategy left to apps/v1's default, RollingUpdate", string(ds.Spec.UpdateStrategy.Type), "", ""},
+		{src, "tolerations", fmt.Sprint(ds.Spec.Template.Spec.Tolerations), "[{ Exists   <nil>}]", "upstream tolerates no taint; " + earlyStartWhy},
+		{src, "hostPath types", hostPathTypes(ds), "devicesock Directory, plugins-registry DirectoryOrCreate, log Directory, device-info DirectoryOrCreate",
+			"upstream types only device-info (DirectoryOrCreate); " + hostPathTypeWhy},
 		{src, "node selector", fmt.Sprint(ds.Spec.Template.Spec.NodeSelector), "map[sriov_capable:true]",
 			"upstream runs on every node; kubevirtci's providers deploy it on sriov_capable=true agents"},
 		// The lane selects VFIO VFs as upstream's example does.
 		{"k8snetworkplumbingwg/sriov-network-device-plugin deployments/configMap.yaml@v3.11.0", "vfio-pci pool selects by driver and PF names",
-			fmt.Sprint(devicePluginConfig(mustDefaults(t, defaultTestOptions())).ResourceList[0].Selectors[0].Drivers), "[vfio-pci]", ""},
+			fmt.Sprintf("%+v", devicePluginConfig(mustDefaults(t, defaultTestOptions())).ResourceList[0].Selectors), "[{Vendors:[] Devices:[] Drivers:[vfio-pci] PCIAddresses:[] PFNames:[ens1f0 ens1f1] RootDevices:[] LinkTypes:[] IsRdma:false ACPIIndexes:[] NeedVhostNet:false DDPProfiles:[] VdpaType: PKeys:[] AuxTypes:[]}]", ""},
+		{"k8snetworkplumbingwg/sriov-network-device-plugin deployments/configMap.yaml@v3.11.0", "netdevice pool selects by PF names alone",
+			fmt.Sprintf("%+v", devicePluginConfig(mustDefaults(t, netdeviceOptions())).ResourceList[0].Selectors), "[{Vendors:[] Devices:[] Drivers:[] PCIAddresses:[] PFNames:[ens1f0 ens1f1] RootDevices:[] LinkTypes:[] IsRdma:false ACPIIndexes:[] NeedVhostNet:false DDPProfiles:[] VdpaType: PKeys:[] AuxTypes:[]}]",
+			"upstream's example netdevice pool names vendors, devices and drivers (i40evf, iavf, ixgbevf) of one NIC family; a lane runs on whatever NIC the host has, " +
+				"and with no drivers list the plugin filters by driver not at all (pkg/factory/factory.go@v3.11.0 FilterBySelector), while pfNames keeps the VFs of the lane's PFs (pkg/resources/deviceSelectors.go@v3.11.0 pfNameSelector)"},
 	})
 }
 
@@ -388,40 +492,46 @@ func TestConformanceCalico(t *testing.T) {
 	})
 }
 
+func netdeviceOptions() Options {
+	o := defaultTestOptions()
+	o.VFDriver = config.VFDriverNetdevice
+	return o
+}
+
 func mustDefaults(t *testing.T, o Options) Options {
 	t.Helper()
-	o, err := o.withDefaults()
+	o, err := o.WithDefaults()
 	if err != nil {
 		t.Fatal(err)
 	}
 	return o
 }
 
-func TestConformanceNRI(t *testing.T) {
+func TestConformanceInjector(t *testing.T) {
 	o := defaultTestOptions()
 	o.NetworkResourcesInjector.Enabled = true
 	v := renderView(t, o)
 	const repo = "k8snetworkplumbingwg/network-resources-injector "
-	auth, service, server, webhook := NRIUpstream[0], NRIUpstream[1], NRIUpstream[2], NRIUpstream[3]
-	mainGo := repo + "cmd/webhook/main.go@" + NRIVersion
-	installer := repo + "pkg/installer/installer.go@" + NRIVersion
+	auth, service, server, webhook := InjectorUpstream[0], InjectorUpstream[1], InjectorUpstream[2], InjectorUpstream[3]
+	mainGo := repo + "cmd/webhook/main.go@" + InjectorVersion
+	installer := repo + "pkg/installer/installer.go@" + InjectorVersion
 	const kvServer = "kubevirt/kubevirtci cluster-up/cluster/kind-sriov/sriov-components/manifests/network_resources_injector/server.yaml@39bd4947ba4d"
 	const kvBump = "kubevirt/kubevirtci hack/bump-net-resources-injector.sh@39bd4947ba4d"
 
 	var dep appsv1.Deployment
-	v.get("Deployment", NRIName, &dep)
+	v.get("Deployment", InjectorName, &dep)
 	// The DaemonSet helpers read a pod template.
 	ds := &appsv1.DaemonSet{Spec: appsv1.DaemonSetSpec{Template: dep.Spec.Template}}
 	c := container(ds, "webhook-server")
 	sc := c.SecurityContext
 	var sa corev1.ServiceAccount
-	v.get("ServiceAccount", nriSA, &sa)
+	v.get("ServiceAccount", injectorSA, &sa)
 	var svc corev1.Service
-	v.get("Service", NRIService, &svc)
+	v.get("Service", InjectorService, &svc)
 	var secret corev1.Secret
-	v.get("Secret", NRISecret, &secret)
+	v.get("Secret", InjectorSecret, &secret)
 	var mwc admissionregistrationv1.MutatingWebhookConfiguration
-	v.get("MutatingWebhookConfiguration", NRIWebhookConfig, &mwc)
+	v.get("MutatingWebhookConfiguration", InjectorWebhookConfig, &mwc)
 	if len(mwc.Webhooks) != 1 {
 		t.Fatalf("%d webhooks", len(mwc.Webhooks))
 	}
@@ -433,7 +543,7 @@ func TestConformanceNRI(t *testing.T) {
 	}
 	var kinds, roles []string
 	for _, u := range v.objs {
-		if strings.HasPrefix(u.GetName(), NRIName) {
+		if strings.HasPrefix(u.GetName(), InjectorName) {
 			kinds = append(kinds, u.GetKind()+" "+u.GetName())
 			if u.GetKind() == "ClusterRole" {
 				roles = append(roles, u.GetName())
@@ -460,9 +570,9 @@ func TestConformanceNRI(t *testing.T) {
 	}
 	checkFacts(t, []fact{
 		{auth, "service account", sa.Namespace + "/" + sa.Name, "kube-system/network-resources-injector-sa", ""},
-		{auth, "ClusterRole network-resources-injector rules", rules(v, NRIName),
+		{auth, "ClusterRole network-resources-injector rules", rules(v, InjectorName),
 			"[ k8s.cni.cncf.io extensions apps] [replicationcontrollers replicasets daemonsets statefulsets pods network-attachment-definitions] [*]", ""},
-		{auth, "ClusterRole network-resources-injector-configmaps rules (the nri-control-switches ConfigMap, cmd/webhook/main.go@v1.9.0)", rules(v, nriConfigMapsRole), "[] [configmaps] [get]", ""},
+		{auth, "ClusterRole network-resources-injector-configmaps rules (the nri-control-switches ConfigMap, cmd/webhook/main.go@v1.9.0)", rules(v, injectorConfigMapsRole), "[] [configmaps] [get]", ""},
 		{auth, "network-resources-injector-role-binding", binding("network-resources-injector-role-binding"), "network-resources-injector -> [{ServiceAccount  network-resources-injector-sa kube-system}]", ""},
 		{auth, "network-resources-injector-configmaps-role-binding", binding("network-resources-injector-configmaps-role-binding"), "network-resources-injector-configmaps -> [{ServiceAccount  network-resources-injector-sa kube-system}]", ""},
 		{auth, "ClusterRoles granted", strings.Join(roles, " "), "network-resources-injector network-resources-injector-configmaps",
@@ -476,12 +586,12 @@ func TestConformanceNRI(t *testing.T) {
 		{server, "pod labels", fmt.Sprint(dep.Spec.Template.Labels), "map[app:network-resources-injector]", ""},
 		{server, "image", c.Image + " " + string(c.ImagePullPolicy), "ghcr.io/k8snetworkplumbingwg/network-resources-injector:v1.9.0 IfNotPresent",
 			"upstream network-resources-injector:latest; the release workflow pushes ghcr.io/k8snetworkplumbingwg/network-resources-injector:<tag> (.github/workflows/image-push-release.yml@v1.9.0), pinned as " + kvServer + " does"},
-		{repo + "Dockerfile@" + NRIVersion, "webhook is on the image's PATH (/usr/bin/webhook)", c.Command[0], "webhook", ""},
+		{repo + "Dockerfile@" + InjectorVersion, "webhook is on the image's PATH (/usr/bin/webhook)", c.Command[0], "webhook", ""},
 		{server, "command line", cmdline(c),
 			"webhook -bind-address=0.0.0.0 -port=8443 -tls-private-key-file=/etc/tls/tls.key -tls-cert-file=/etc/tls/tls.crt -health-check-port=8444 -logtostderr -v=2 -insecure",
 			"upstream ends at -logtostderr; kubevirtci adds -v=2 and -insecure (" + kvBump + "): without -insecure the server demands a client certificate signed by the service account CA (" + mainGo + ", pkg/webhook/tlsutils.go@v1.9.0 GetClientAuth), which kube-apiserver does not present to webhooks"},
-		{repo + "pkg/controlswitches/controlswitches.go@" + NRIVersion, "default -network-resource-name-keys is the NAD annotation the lane's NADs carry",
-			resourceNameAnnotation, "k8s.v1.cni.cncf.io/resourceName", ""},
+		{repo + "pkg/controlswitches/controlswitches.go@" + InjectorVersion, "default -network-resource-name-keys is the NAD annotation the lane's NADs carry",
+			ResourceNameAnnotation, "k8s.v1.cni.cncf.io/resourceName", ""},
 		{server, "env NAMESPACE (where the server looks for nri-control-switches)", env(c, "NAMESPACE"), "fieldRef metadata.namespace", ""},
 		{server, "security context", fmt.Sprint(*sc.RunAsUser, " ", *sc.RunAsGroup, " ", sc.Capabilities.Drop, sc.Capabilities.Add, " ", *sc.ReadOnlyRootFilesystem, " ", *sc.AllowPrivilegeEscalation),
 			"10000 10000 [ALL] [NET_BIND_SERVICE] true false", ""},
@@ -489,12 +599,12 @@ func TestConformanceNRI(t *testing.T) {
 		{server, "liveness (main.go@v1.9.0 serves /healthz on -health-check-port)", probe(c.LivenessProbe), "GET /healthz port 8444 delay 10s period 5s", ""},
 		{server, "mount tls", mount(ds, c.Name, "tls"), "/etc/tls", ""},
 		{server, "tls volume", volume, "secret network-resources-injector-secret",
-			"upstream an emptyDir the installer init container fills; server.yaml's closing comment says to use this Secret, without the init container, for a certificate made elsewhere: the lane makes it (nricert.go)"},
+			"upstream an emptyDir the installer init container fills; server.yaml's closing comment says to use this Secret, without the init container, for a certificate made elsewhere: the lane makes it (injectorcert.go)"},
 		{server, "no init container", fmt.Sprint(len(dep.Spec.Template.Spec.InitContainers)), "0",
 			"upstream runs `installer -name=network-resources-injector -namespace=kube-system`, which makes its own CA, Secret and MutatingWebhookConfiguration (failurePolicy Fail) and deletes and recreates the Service (" + installer + "), outside the lane's apply and plan"},
 		{installer, "Secret keys, as the installer names them", fmt.Sprint(secret.Type, " ", secretKeys), "kubernetes.io/tls [ca.crt tls.crt tls.key]",
 			"the installer's Secret holds tls.crt and tls.key; the lane adds ca.crt, the caBundle, so the trust anchor can be read back"},
-		{installer, "certificate DNS names (generateCSR Hosts)", strings.Join(NRIServiceDNSNames(), " "),
+		{installer, "certificate DNS names (generateCSR Hosts)", strings.Join(InjectorServiceDNSNames(), " "),
 			"network-resources-injector-service.kube-system.svc network-resources-injector-service network-resources-injector-service.kube-system", ""},
 		{webhook, "configuration and webhook names", mwc.Name + " " + wh.Name, "network-resources-injector-config network-resources-injector-config.k8s.io", ""},
 		{webhook, "client config", fmt.Sprintf("%s/%s %s", wh.ClientConfig.Service.Namespace, wh.ClientConfig.Service.Name, *wh.ClientConfig.Service.Path),
@@ -505,8 +615,8 @@ func TestConformanceNRI(t *testing.T) {
 		{webhook, "namespace selector (kube-system, where the lane's components run, is never mutated)", nsSel, "[{kubernetes.io/metadata.name NotIn [kube-system]}]", ""},
 		{webhook, "side effects, review versions", fmt.Sprint(*wh.SideEffects, wh.AdmissionReviewVersions), "None[v1]", ""},
 		{webhook, "failurePolicy", string(*wh.FailurePolicy), "Ignore",
-			"upstream leaves it unset, admissionregistration/v1's default Fail, and the installer defaults to Fail (cmd/installer/main.go@v1.9.0); the lane's primary CNI pods run outside kube-system and the injector needs that CNI to be reached, so Fail would deadlock the first up and any node restart (see nriWebhookConfiguration)"},
-		{repo + "deployments/pdb.yaml@" + NRIVersion, "no PodDisruptionBudget", fmt.Sprint(slices.ContainsFunc(v.objs, func(u *unstructured.Unstructured) bool { return u.GetKind() == "PodDisruptionBudget" })), "false",
+			"upstream leaves it unset, admissionregistration/v1's default Fail, and the installer defaults to Fail (cmd/installer/main.go@v1.9.0); the lane's primary CNI pods run outside kube-system and the injector needs that CNI to be reached, so Fail would deadlock the first up and any node restart (see injectorWebhookConfiguration)"},
+		{repo + "deployments/pdb.yaml@" + InjectorVersion, "no PodDisruptionBudget", fmt.Sprint(slices.ContainsFunc(v.objs, func(u *unstructured.Unstructured) bool { return u.GetKind() == "PodDisruptionBudget" })), "false",
 			"upstream keeps one replica through voluntary disruptions; kubevirtci does not apply it (" + kvBump + " fetches auth, server and service only) and nothing drains a lane's nodes"},
 	})
 }

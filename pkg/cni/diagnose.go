@@ -20,13 +20,13 @@ const diagnoseTimeout = 15 * time.Second
 // maxEvents is how many of the newest events are shown per object.
 const maxEvents = 5
 
-func diagnoseContext(ctx context.Context) (context.Context, context.CancelFunc) {
+func DiagnoseContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), diagnoseTimeout)
 }
 
-// writeEvents appends the newest events whose involvedObject is kind/name
+// WriteEvents appends the newest events whose involvedObject is kind/name
 // (namespace "" searches all namespaces: node events land in "default").
-func writeEvents(ctx context.Context, b *strings.Builder, cs kubernetes.Interface, kind, namespace, name, indent string) {
+func WriteEvents(ctx context.Context, b *strings.Builder, cs kubernetes.Interface, kind, namespace, name, indent string) {
 	sel := fields.Set{"involvedObject.name": name, "involvedObject.kind": kind}.AsSelector().String()
 	list, err := cs.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{FieldSelector: sel})
 	if err != nil {
@@ -75,9 +75,9 @@ func writeNodeConditions(b *strings.Builder, n *corev1.Node, indent string) {
 	}
 }
 
-// writePod describes a pod that is not Ready: phase, conditions, container
+// WritePod describes a pod that is not Ready: phase, conditions, container
 // states and its events.
-func writePod(ctx context.Context, b *strings.Builder, cs kubernetes.Interface, p *corev1.Pod, indent string) {
+func WritePod(ctx context.Context, b *strings.Builder, cs kubernetes.Interface, p *corev1.Pod, indent string) {
 	node := p.Spec.NodeName
 	if node == "" {
 		node = "(unscheduled)"
@@ -96,10 +96,10 @@ func writePod(ctx context.Context, b *strings.Builder, cs kubernetes.Interface, 
 			fmt.Fprintf(b, "%s  container %s running, not ready (restarts %d)\n", indent, s.Name, s.RestartCount)
 		}
 	}
-	writeEvents(ctx, b, cs, "Pod", p.Namespace, p.Name, indent+"  ")
+	WriteEvents(ctx, b, cs, "Pod", p.Namespace, p.Name, indent+"  ")
 }
 
-func podReady(p *corev1.Pod) bool {
+func PodReady(p *corev1.Pod) bool {
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady {
 			return c.Status == corev1.ConditionTrue
@@ -108,26 +108,46 @@ func podReady(p *corev1.Pod) bool {
 	return false
 }
 
-// writeUnreadyPods describes the pods matched by opts that are not Ready.
-func writeUnreadyPods(ctx context.Context, b *strings.Builder, cs kubernetes.Interface, namespace string, opts metav1.ListOptions, indent string) {
+// writeUnreadyPods describes the pods matched by opts that are not Ready,
+// one level in: every caller writes them under a line of its own (a node,
+// a workload, a namespace).
+func writeUnreadyPods(ctx context.Context, b *strings.Builder, cs kubernetes.Interface, namespace string, opts metav1.ListOptions) {
+	const indent = "  "
 	pods, err := cs.CoreV1().Pods(namespace).List(ctx, opts)
 	if err != nil {
 		fmt.Fprintf(b, "%spods: cannot list: %v\n", indent, err)
 		return
 	}
-	shown := 0
+	var unready []*corev1.Pod
 	for i := range pods.Items {
-		if podReady(&pods.Items[i]) {
-			continue
+		if !PodReady(&pods.Items[i]) {
+			unready = append(unready, &pods.Items[i])
 		}
-		if shown == 5 {
-			fmt.Fprintf(b, "%s... more pods not ready\n", indent)
+	}
+	// Pods that cannot pull an image first: they are the likeliest cause,
+	// and the list is cut short.
+	slices.SortStableFunc(unready, func(x, y *corev1.Pod) int {
+		return cmpBool(len(podPullFailures(y)) > 0, len(podPullFailures(x)) > 0)
+	})
+	for i, p := range unready {
+		if i == 5 {
+			fmt.Fprintf(b, "%s... %d more pods not ready\n", indent, len(unready)-i)
 			return
 		}
-		writePod(ctx, b, cs, &pods.Items[i], indent)
-		shown++
+		WritePod(ctx, b, cs, p, indent)
 	}
 	if len(pods.Items) == 0 {
 		fmt.Fprintf(b, "%spods: none\n", indent)
 	}
+}
+
+// cmpBool orders false before true.
+func cmpBool(x, y bool) int {
+	switch {
+	case x == y:
+		return 0
+	case !x:
+		return -1
+	}
+	return 1
 }

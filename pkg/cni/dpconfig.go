@@ -99,29 +99,44 @@ const (
 var dpResourceNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
 
 // DevicePluginConfig builds the config for the lane: one pool of the VFs of
-// the leased PFs, selected by the VF driver (vfio-pci, or the kernel VF
-// drivers in netdevice mode).
+// the leased PFs (see devicePluginConfig for how they are selected).
 func DevicePluginConfig(o Options) (DPConfig, error) {
-	o, err := o.withDefaults()
+	o, err := o.WithDefaults()
 	if err != nil {
 		return DPConfig{}, err
 	}
 	return devicePluginConfig(o), nil
 }
 
+// devicePluginConfig selects the VFs of the lane's PFs by PF name; vfio-pci
+// lanes also by driver, netdevice lanes by nothing else. A netdevice lane's
+// VFs are on whatever kernel driver their NIC has (iavf, ixgbevf, igbvf,
+// mlx5_core, bnxt_en, qede, enic, ...), and any fixed list of them selects
+// nothing on the NICs it leaves out. Reading the drivers from sysfs instead
+// would make the objects depend on the host: `plan` renders them without
+// touching hardware (its output is a reviewed golden file), and `up`,
+// `repair` and `reset` would have to render the ConfigMap from VFs that
+// exist at that moment. With no driver list the plugin does not filter by
+// driver at all: sriov-network-device-plugin
+// pkg/factory/factory.go@v3.11.0 FilterBySelector applies a selector only
+// when its list is non-empty, and pkg/resources/deviceSelectors.go@v3.11.0
+// pfNameSelector keeps the VFs whose PF netdev (physfn/net) is named. The
+// lane leases its PFs exclusively and binds every one of their VFs itself,
+// so the PF names alone select exactly the lane's VFs. What the driver list
+// guarded is checked on the host instead: a VF with no driver would join no
+// pool (pkg/netdevice/pciNetDevice.go@v3.11.0 NewPciNetDevice fails on
+// utils.GetDriverName), so pkg/sriov fails `up` on it, and status and
+// repair treat a netdevice VF on vfio-pci or no driver as degraded.
 func devicePluginConfig(o Options) DPConfig {
-	drivers := []string{config.VFDriverVFIO}
-	if o.VFDriver == config.VFDriverNetdevice {
-		drivers = append([]string(nil), o.NetdeviceDrivers...)
+	sel := DPSelector{PFNames: append([]string(nil), o.PFNames...)}
+	if o.VFDriver != config.VFDriverNetdevice {
+		sel.Drivers = []string{config.VFDriverVFIO}
 	}
 	return DPConfig{ResourceList: []DPResource{{
 		ResourceName:   o.ResourceName,
 		ResourcePrefix: o.ResourcePrefix,
 		DeviceType:     DeviceTypeNetDevice,
-		Selectors: DPSelectors{{
-			Drivers: drivers,
-			PFNames: append([]string(nil), o.PFNames...),
-		}},
+		Selectors:      DPSelectors{sel},
 	}}}
 }
 

@@ -91,15 +91,21 @@ func flannelObjects(o Options) ([]runtime.Object, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encoding flannel net-conf: %w", err)
 	}
-	labels := map[string]string{"app": "flannel", "tier": "node"}
-	ns := &corev1.Namespace{TypeMeta: typeNamespace, ObjectMeta: meta(flannelNamespace, "", map[string]string{
+	// As upstream: k8s-app on every object, tier and app on the ConfigMap
+	// and the DaemonSet, whose pods carry tier and app and are selected by
+	// app.
+	k8sApp := map[string]string{"k8s-app": "flannel"}
+	labels := map[string]string{"tier": "node", "app": "flannel", "k8s-app": "flannel"}
+	podLabels := map[string]string{"tier": "node", "app": "flannel"}
+	ns := &corev1.Namespace{TypeMeta: typeNamespace, ObjectMeta: ObjectMeta(flannelNamespace, "", map[string]string{
+		"k8s-app": "flannel",
 		// flanneld needs NET_ADMIN and host paths.
 		"pod-security.kubernetes.io/enforce": "privileged",
 	})}
-	sa := &corev1.ServiceAccount{TypeMeta: typeServiceAccount, ObjectMeta: meta(flannelName, flannelNamespace, nil)}
+	sa := &corev1.ServiceAccount{TypeMeta: typeServiceAccount, ObjectMeta: ObjectMeta(flannelName, flannelNamespace, k8sApp)}
 	role := &rbacv1.ClusterRole{
 		TypeMeta:   typeClusterRole,
-		ObjectMeta: meta(flannelName, "", nil),
+		ObjectMeta: ObjectMeta(flannelName, "", k8sApp),
 		Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}},
 			{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch"}},
@@ -108,24 +114,32 @@ func flannelObjects(o Options) ([]runtime.Object, error) {
 	}
 	binding := &rbacv1.ClusterRoleBinding{
 		TypeMeta:   typeClusterRoleBinding,
-		ObjectMeta: meta(flannelName, "", nil),
+		ObjectMeta: ObjectMeta(flannelName, "", k8sApp),
 		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: flannelName},
 		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: flannelName, Namespace: flannelNamespace}},
 	}
 	cm := &corev1.ConfigMap{
 		TypeMeta:   typeConfigMap,
-		ObjectMeta: meta(flannelConfigMap, flannelNamespace, labels),
+		ObjectMeta: ObjectMeta(flannelConfigMap, flannelNamespace, labels),
 		Data:       map[string]string{"cni-conf.json": string(conflist), "net-conf.json": string(netConf)},
 	}
 	ds := &appsv1.DaemonSet{
 		TypeMeta:   typeDaemonSet,
-		ObjectMeta: meta(flannelDaemonSet, flannelNamespace, labels),
+		ObjectMeta: ObjectMeta(flannelDaemonSet, flannelNamespace, labels),
 		Spec: appsv1.DaemonSetSpec{
-			Selector:       selector("flannel"),
-			UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType},
+			Selector: selectorOn(podLabels, "app"),
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: podMeta(labels),
+				ObjectMeta: podMeta(podLabels),
 				Spec: corev1.PodSpec{
+					// kubelet labels every node with its OS
+					// (kubernetes.io/os); flanneld is a Linux binary.
+					Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+						RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+							NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{
+								Key: corev1.LabelOSStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"linux"},
+							}}}},
+						},
+					}},
 					HostNetwork:        true,
 					PriorityClassName:  "system-node-critical",
 					Tolerations:        tolerateAll(),
@@ -217,8 +231,10 @@ func flannelObjects(o Options) ([]runtime.Object, error) {
 // chains (bridge, host-local, portmap, ...) available in the node's CNI bin
 // dir without a download. k3s ships them as one multi-call binary, /bin/cni,
 // with a relative symlink per plugin in /bin (k3s-io/k3s
-// scripts/package-cli@v1.35.5+k3s1; in k3d nodes the data archive is
-// unpacked at /, so no /var/lib/rancher/k3s/data/current/bin exists), and
+// scripts/package-cli@167c1143, and the same at 0c6b584f: stored commits,
+// as no k3s tag can be fetched here; in k3d nodes the data archive is
+// unpacked at / (package/Dockerfile@bad22133), so no
+// /var/lib/rancher/k3s/data/current/bin exists), and
 // k3s does not install them under --flannel-backend=none. The node's /bin
 // is mounted read-only at a path of its own, where the relative links still
 // resolve; cp -L copies the binary under each plugin's name, which it

@@ -6,9 +6,9 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// meta is ObjectMeta with the lane's managed-by label, so a human (or
+// ObjectMeta is metav1.ObjectMeta with the lane's managed-by label, so a human (or
 // `down`) can tell which objects the lane owns.
-func meta(name, namespace string, labels map[string]string) metav1.ObjectMeta {
+func ObjectMeta(name, namespace string, labels map[string]string) metav1.ObjectMeta {
 	l := map[string]string{managedByLabel: ManagedByLabelValue}
 	for k, v := range labels {
 		l[k] = v
@@ -31,8 +31,12 @@ func configMapVolume(name, configMap string, items ...corev1.KeyToPath) corev1.V
 	}}
 }
 
-// tolerateAll lets node agents run on every node, tainted or not (the k3s
-// server may carry control-plane taints; a CNI must still run there).
+// tolerateAll lets node agents run on every node, tainted or not, and
+// from the moment the Node exists: a node is tainted
+// node.kubernetes.io/not-ready:NoSchedule until it is Ready, and the
+// DaemonSet controller adds no toleration of that one (k8s.io/kubernetes
+// pkg/controller/daemon/util/daemonset_util.go@v1.36.3
+// AddOrUpdateDaemonPodTolerations).
 func tolerateAll() []corev1.Toleration {
 	return []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
 }
@@ -59,10 +63,11 @@ var (
 	typeClusterRoleBinding = metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"}
 )
 
-// selector matches the pod template labels built by podMeta(labels) with
-// the same "app" value.
-func selector(app string) *metav1.LabelSelector {
-	return &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}
+// selectorOn selects the pods of a template labelled podLabels by the one
+// label key upstream's manifest selects them by ("name" for Multus,
+// sriov-cni and the device plugin, "app" for Flannel and the injector).
+func selectorOn(podLabels map[string]string, key string) *metav1.LabelSelector {
+	return &metav1.LabelSelector{MatchLabels: map[string]string{key: podLabels[key]}}
 }
 
 func podMeta(labels map[string]string) metav1.ObjectMeta {

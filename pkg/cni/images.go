@@ -14,6 +14,9 @@ const (
 	DevicePluginImage     = "ghcr.io/k8snetworkplumbingwg/sriov-network-device-plugin:v3.11.0"
 	FlannelImage          = "ghcr.io/flannel-io/flannel:v0.28.9"
 	FlannelCNIPluginImage = "ghcr.io/flannel-io/flannel-cni-plugin:v1.9.1-flannel3"
+	// SmokeImage is verify's smoke pod's (pkg/smoke), pinned here with the
+	// others so the mirror and the image list have them all in one place.
+	SmokeImage = "docker.io/library/busybox:1.37.0"
 )
 
 // MirrorImage rewrites an image reference to pull through a registry mirror.
@@ -69,8 +72,38 @@ var podSpecPaths = map[string][]string{
 // mirrorImages rewrites the image of every container of a workload taken
 // from an upstream manifest (typed objects are built with the mirror already).
 func mirrorImages(u *unstructured.Unstructured, mirror string) error {
+	if mirror == "" {
+		return nil
+	}
+	return eachContainer(u, true, func(c map[string]any) {
+		if img, ok := c["image"].(string); ok {
+			c["image"] = MirrorImage(mirror, img)
+		}
+	})
+}
+
+// ObjectImages are the container images of every workload among objs, in
+// order, each once.
+func ObjectImages(objs []*unstructured.Unstructured) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, u := range objs {
+		_ = eachContainer(u, false, func(c map[string]any) {
+			if img, ok := c["image"].(string); ok && img != "" && !seen[img] {
+				seen[img] = true
+				out = append(out, img)
+			}
+		})
+	}
+	return out
+}
+
+// eachContainer calls fn with every container (init, regular, ephemeral)
+// of u's pod spec, when u is a workload kind, and writes the spec back when
+// write is set.
+func eachContainer(u *unstructured.Unstructured, write bool, fn func(map[string]any)) error {
 	p, ok := podSpecPaths[u.GetKind()]
-	if !ok || mirror == "" {
+	if !ok {
 		return nil
 	}
 	spec, found, err := unstructured.NestedMap(u.Object, p...)
@@ -83,14 +116,13 @@ func mirrorImages(u *unstructured.Unstructured, mirror string) error {
 			continue
 		}
 		for _, c := range cs {
-			cm, ok := c.(map[string]any)
-			if !ok {
-				continue
-			}
-			if img, ok := cm["image"].(string); ok {
-				cm["image"] = MirrorImage(mirror, img)
+			if cm, ok := c.(map[string]any); ok {
+				fn(cm)
 			}
 		}
+	}
+	if !write {
+		return nil
 	}
 	return unstructured.SetNestedMap(u.Object, spec, p...)
 }

@@ -1,6 +1,12 @@
 package cni
 
-import "testing"
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
 
 func TestMirrorImage(t *testing.T) {
 	const m = "mirror.example:5000"
@@ -23,5 +29,33 @@ func TestMirrorImage(t *testing.T) {
 		if got := MirrorImage(c.mirror, c.in); got != c.want {
 			t.Errorf("MirrorImage(%q, %q) = %q, want %q", c.mirror, c.in, got, c.want)
 		}
+	}
+}
+
+func TestObjectImages(t *testing.T) {
+	objs, err := Objects(context.Background(), defaultTestOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := ObjectImages(objs)
+	for _, want := range []string{MultusImage, SRIOVCNIImage, DevicePluginImage, FlannelImage, FlannelCNIPluginImage} {
+		if !slices.Contains(got, want) {
+			t.Errorf("images %v lack %s", got, want)
+		}
+	}
+	seen := map[string]bool{}
+	for _, img := range got {
+		if seen[img] {
+			t.Errorf("%s listed twice", img)
+		}
+		seen[img] = true
+	}
+	// ConfigMaps hold no images; a pod's init containers do.
+	pod := &unstructured.Unstructured{Object: map[string]any{"kind": "Pod", "spec": map[string]any{
+		"initContainers": []any{map[string]any{"image": "a:1"}}, "containers": []any{map[string]any{"image": "b:2"}, map[string]any{"image": "a:1"}},
+	}}}
+	cm := &unstructured.Unstructured{Object: map[string]any{"kind": "ConfigMap", "data": map[string]any{"image": "c:3"}}}
+	if got := ObjectImages([]*unstructured.Unstructured{cm, pod}); !slices.Equal(got, []string{"a:1", "b:2"}) {
+		t.Errorf("pod images %v, want [a:1 b:2]", got)
 	}
 }

@@ -58,26 +58,28 @@ func multusObjects(o Options) ([]runtime.Object, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encoding multus daemon config: %w", err)
 	}
-	labels := map[string]string{"app": "multus", "name": "multus"}
-	sa := &corev1.ServiceAccount{TypeMeta: typeServiceAccount, ObjectMeta: meta(multusName, multusNamespace, nil)}
+	// As upstream: the DaemonSet and its pods carry tier, app and name and
+	// are selected by name; the ConfigMap carries tier and app.
+	labels := map[string]string{"tier": "node", "app": "multus", "name": "multus"}
+	sa := &corev1.ServiceAccount{TypeMeta: typeServiceAccount, ObjectMeta: ObjectMeta(multusName, multusNamespace, nil)}
 	role := &rbacv1.ClusterRole{
 		TypeMeta:   typeClusterRole,
-		ObjectMeta: meta(multusName, "", nil),
+		ObjectMeta: ObjectMeta(multusName, "", nil),
 		Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{"k8s.cni.cncf.io"}, Resources: []string{"*"}, Verbs: []string{"*"}},
-			{APIGroups: []string{""}, Resources: []string{"pods", "pods/status"}, Verbs: []string{"get", "list", "watch", "update"}},
+			{APIGroups: []string{""}, Resources: []string{"pods", "pods/status"}, Verbs: []string{"get", "list", "update", "watch"}},
 			{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}},
 		},
 	}
 	binding := &rbacv1.ClusterRoleBinding{
 		TypeMeta:   typeClusterRoleBinding,
-		ObjectMeta: meta(multusName, "", nil),
+		ObjectMeta: ObjectMeta(multusName, "", nil),
 		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: multusName},
 		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: multusName, Namespace: multusNamespace}},
 	}
 	cm := &corev1.ConfigMap{
 		TypeMeta:   typeConfigMap,
-		ObjectMeta: meta(multusConfigMap, multusNamespace, labels),
+		ObjectMeta: ObjectMeta(multusConfigMap, multusNamespace, map[string]string{"tier": "node", "app": "multus"}),
 		Data:       map[string]string{"daemon-config.json": string(cfg)},
 	}
 	hostToContainer := corev1.MountPropagationHostToContainer
@@ -90,16 +92,21 @@ func multusObjects(o Options) ([]runtime.Object, error) {
 	}
 	ds := &appsv1.DaemonSet{
 		TypeMeta:   typeDaemonSet,
-		ObjectMeta: meta(multusDaemonSet, multusNamespace, labels),
+		ObjectMeta: ObjectMeta(multusDaemonSet, multusNamespace, labels),
 		Spec: appsv1.DaemonSetSpec{
-			Selector:       selector("multus"),
+			Selector:       selectorOn(labels, "name"),
 			UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: podMeta(labels),
 				Spec: corev1.PodSpec{
-					HostNetwork:        true,
-					HostPID:            true,
-					Tolerations:        tolerateAll(),
+					HostNetwork: true,
+					HostPID:     true,
+					// Upstream's: every NoSchedule and NoExecute taint, so
+					// the daemon runs on tainted and not yet Ready nodes.
+					Tolerations: []corev1.Toleration{
+						{Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+						{Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute},
+					},
 					ServiceAccountName: multusName,
 					PriorityClassName:  "system-node-critical",
 					InitContainers: []corev1.Container{{

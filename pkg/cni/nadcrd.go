@@ -11,7 +11,7 @@ const (
 	nadPlural = "network-attachment-definitions"
 )
 
-var nadGVR = schema.GroupVersionResource{Group: nadGroup, Version: "v1", Resource: nadPlural}
+var NADResource = schema.GroupVersionResource{Group: nadGroup, Version: "v1", Resource: nadPlural}
 
 // nadCRD defines NetworkAttachmentDefinition as Multus ships it
 // (k8snetworkplumbingwg/multus-cni deployments/multus-daemonset-thick.yml@v4.3.0,

@@ -40,7 +40,7 @@ const (
 // the same o (and, for Calico, the same pinned manifests). Calico reads its
 // manifests (override, cache or download), hence the context.
 func Components(ctx context.Context, o Options) ([]Component, error) {
-	o, err := o.withDefaults()
+	o, err := o.WithDefaults()
 	if err != nil {
 		return nil, fmt.Errorf("network component options: %w", err)
 	}
@@ -48,7 +48,7 @@ func Components(ctx context.Context, o Options) ([]Component, error) {
 	typed := func(name string, upstream []string, objs []runtime.Object) error {
 		c := Component{Name: name, Upstream: upstream}
 		for _, t := range objs {
-			u, err := toUnstructured(t)
+			u, err := ToUnstructured(t)
 			if err != nil {
 				return err
 			}
@@ -98,16 +98,7 @@ func Components(ctx context.Context, o Options) ([]Component, error) {
 		return nil, err
 	}
 	if o.NetworkResourcesInjector.Enabled {
-		if err := typed(NRIName, slices.Clone(NRIUpstream), nriObjects(o)); err != nil {
-			return nil, err
-		}
-	}
-	if o.Smoke {
-		s, err := smokeObjects(o)
-		if err != nil {
-			return nil, err
-		}
-		if err := typed("smoke", nil, s); err != nil {
+		if err := typed(InjectorName, slices.Clone(InjectorUpstream), injectorObjects(o)); err != nil {
 			return nil, err
 		}
 	}
@@ -201,11 +192,11 @@ func SortForApply(objs []*unstructured.Unstructured) {
 	})
 }
 
-// toUnstructured converts a typed object, dropping the null fields the
+// ToUnstructured converts a typed object, dropping the null fields the
 // typed structs cannot omit (creationTimestamp) and the status (the lane
 // never sets one; a DaemonSet's zero counters are not omitted), so `plan`
 // shows only what the lane sets and apply claims only those fields.
-func toUnstructured(obj runtime.Object) (*unstructured.Unstructured, error) {
+func ToUnstructured(obj runtime.Object) (*unstructured.Unstructured, error) {
 	if u, ok := obj.(*unstructured.Unstructured); ok {
 		return u, nil
 	}

@@ -1,8 +1,3 @@
-// Package cni builds and applies the lane's network components: Multus
-// (thick), sriov-cni, the SR-IOV network device plugin and the primary CNI
-// (Flannel or Calico through the Tigera operator). Objects are typed
-// k8s.io/api values converted to unstructured for server-side apply and for
-// `plan` output; waits watch the API instead of sleeping.
 package cni
 
 import (
@@ -14,7 +9,7 @@ import (
 	"github.com/sriov-lane/sriov-lane/pkg/config"
 )
 
-// Defaults applied by Options.withDefaults.
+// Defaults applied by Options.WithDefaults.
 const (
 	DefaultNamespace      = "kube-system"
 	DefaultCNIConfDir     = "/etc/cni/net.d"
@@ -25,16 +20,16 @@ const (
 	DevicePluginConfigKey = "config.json"
 	ManagedByLabelValue   = "sriov-lane"
 	managedByLabel        = "app.kubernetes.io/managed-by"
-	FieldManager          = "sriov-lane"
+	// ResourceNameAnnotation tells Multus which device-plugin resource
+	// backs a NetworkAttachmentDefinition.
+	ResourceNameAnnotation = "k8s.v1.cni.cncf.io/resourceName"
+	FieldManager           = "sriov-lane"
 )
 
 // defaultCNIPlugins are the standard plugins copied from k3s into the CNI bin
 // dir: flannel delegates to bridge + host-local and chains portmap,
 // containerd needs loopback, and bandwidth is commonly chained.
 var defaultCNIPlugins = []string{"bandwidth", "bridge", "host-local", "loopback", "portmap"}
-
-// defaultNetdeviceDrivers are common SR-IOV VF kernel drivers.
-var defaultNetdeviceDrivers = []string{"iavf", "ixgbevf", "mlx5_core"}
 
 // Options is everything the objects depend on. pkg/lane maps a validated
 // lane config to it (lane.CNIOptions); the fields that come from the lane
@@ -55,9 +50,6 @@ type Options struct {
 	PFNames []string
 	// VFDriver is config.VFDriverVFIO or config.VFDriverNetdevice.
 	VFDriver string
-	// NetdeviceDrivers are the VF kernel drivers selected in netdevice mode
-	// (default iavf, ixgbevf, mlx5_core).
-	NetdeviceDrivers []string
 	// ImageRegistryMirror, when set, rewrites every image (see MirrorImage).
 	ImageRegistryMirror string
 	// Namespace of sriov-cni, the device plugin and its ConfigMap
@@ -78,18 +70,17 @@ type Options struct {
 	// MultusMemoryLimit is the Multus daemon's memory limit (default 512Mi;
 	// upstream's 50Mi is OOM-killed, multus-cni#1346).
 	MultusMemoryLimit string
-	// Smoke adds a NetworkAttachmentDefinition and a pod requesting one VF.
-	Smoke bool
-	// SmokeNamespace holds the smoke objects (default "default").
+	// SmokeNamespace holds verify's smoke objects (pkg/smoke; default
+	// "default").
 	SmokeNamespace string
 	// Calico settings (CNI "calico").
 	Calico CalicoOptions
 	// NetworkResourcesInjector deploys network-resources-injector (off by
-	// default; see nri.go).
-	NetworkResourcesInjector NRIOptions
+	// default; see injector.go).
+	NetworkResourcesInjector InjectorOptions
 
 	// networks are the pod CIDRs for CNI and IPFamily (config.NetworksOf),
-	// set by withDefaults.
+	// set by WithDefaults.
 	networks config.Networks
 }
 
@@ -112,11 +103,11 @@ type CalicoOptions struct {
 	HTTPClient *http.Client
 }
 
-// withDefaults returns a copy with this package's own defaults filled in,
+// WithDefaults returns a copy with this package's own defaults filled in,
 // or an error naming the first invalid field. What the lane config holds
 // (CNI, IP family, VF driver, resource and node label) comes from a lane
 // config.Validate accepted, and is taken as it is.
-func (o Options) withDefaults() (Options, error) {
+func (o Options) WithDefaults() (Options, error) {
 	if o.Namespace == "" {
 		o.Namespace = DefaultNamespace
 	}
@@ -134,9 +125,6 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if len(o.CNIPlugins) == 0 {
 		o.CNIPlugins = slices.Clone(defaultCNIPlugins)
-	}
-	if len(o.NetdeviceDrivers) == 0 {
-		o.NetdeviceDrivers = slices.Clone(defaultNetdeviceDrivers)
 	}
 	if o.MultusMemoryLimit == "" {
 		o.MultusMemoryLimit = DefaultMultusMemLimit

@@ -43,7 +43,7 @@ func waitRollout[T runtime.Object](ctx context.Context, cs kubernetes.Interface,
 		return nil
 	}
 	pending := map[nsName]string{}
-	err := watchUntil(ctx, listWatch(w.list, w.watch), w.example, func(items []any) (bool, error) {
+	err := watchUntil(ctx, listWatch(cs, w.list, w.watch), w.example, func(items []any) (bool, error) {
 		have := map[nsName]T{}
 		for _, o := range items {
 			t := o.(T)
@@ -60,7 +60,7 @@ func waitRollout[T runtime.Object](ctx context.Context, cs kubernetes.Interface,
 	if err == nil {
 		return nil
 	}
-	dctx, cancel := diagnoseContext(ctx)
+	dctx, cancel := DiagnoseContext(ctx)
 	defer cancel()
 	keys := make([]nsName, 0, len(pending))
 	for k := range pending {
@@ -72,7 +72,7 @@ func waitRollout[T runtime.Object](ctx context.Context, cs kubernetes.Interface,
 	fmt.Fprintf(&b, "waiting for %d %ss to roll out: %v\n", len(want), w.kind, err)
 	for _, k := range keys {
 		fmt.Fprintf(&b, "%s %s: %s\n", lower, k, pending[k])
-		writeEvents(dctx, &b, cs, w.kind, k.ns, k.name, "  ")
+		WriteEvents(dctx, &b, cs, w.kind, k.ns, k.name, "  ")
 		t, gerr := w.get(dctx, k.ns, k.name)
 		if gerr != nil || w.selector(t) == nil {
 			continue
@@ -81,7 +81,7 @@ func waitRollout[T runtime.Object](ctx context.Context, cs kubernetes.Interface,
 		if serr != nil {
 			continue
 		}
-		writeUnreadyPods(dctx, &b, cs, k.ns, metav1.ListOptions{LabelSelector: sel.String()}, "  ")
+		writeUnreadyPods(dctx, &b, cs, k.ns, metav1.ListOptions{LabelSelector: sel.String()})
 	}
 	return errors.New(strings.TrimRight(b.String(), "\n"))
 }

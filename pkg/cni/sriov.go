@@ -31,25 +31,30 @@ func resources(reqCPU, reqMem, limCPU, limMem string) corev1.ResourceRequirement
 // into the node's CNI bin dir and then idles (the image's entrypoint:
 // k8snetworkplumbingwg/sriov-cni images/entrypoint.sh@v2.10.0).
 func sriovCNIObjects(o Options) []runtime.Object {
-	labels := map[string]string{"app": "sriov-cni", "tier": "node"}
+	// As upstream: tier and app on the DaemonSet, name too on its pods,
+	// which it selects by name.
+	labels := map[string]string{"tier": "node", "app": "sriov-cni"}
+	podLabels := map[string]string{"tier": "node", "app": "sriov-cni", "name": "sriov-cni"}
 	ds := &appsv1.DaemonSet{
 		TypeMeta:   typeDaemonSet,
-		ObjectMeta: meta(sriovCNIDaemonSet, o.Namespace, labels),
+		ObjectMeta: ObjectMeta(sriovCNIDaemonSet, o.Namespace, labels),
 		Spec: appsv1.DaemonSetSpec{
-			Selector:       selector("sriov-cni"),
-			UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType},
+			Selector: selectorOn(podLabels, "name"),
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: podMeta(labels),
+				ObjectMeta: podMeta(podLabels),
 				Spec: corev1.PodSpec{
 					NodeSelector: map[string]string{o.NodeSelectorKey: o.NodeSelectorValue},
-					Tolerations:  tolerateAll(),
+					// Upstream tolerates control-plane taints only, and so
+					// would start only once the agent is Ready.
+					Tolerations: tolerateAll(),
 					// Unlike upstream's: copying a binary needs no pod
 					// network, and waiting for one (Flannel's subnet.env)
 					// cost every up a failed sandbox and a ~10 s retry.
 					HostNetwork: true,
 					Containers: []corev1.Container{{
-						Name:  "kube-sriov-cni",
-						Image: o.image(SRIOVCNIImage),
+						Name:            "kube-sriov-cni",
+						Image:           o.image(SRIOVCNIImage),
+						ImagePullPolicy: corev1.PullIfNotPresent,
 						SecurityContext: &corev1.SecurityContext{
 							AllowPrivilegeEscalation: ptr.To(false),
 							Privileged:               ptr.To(false),
@@ -75,29 +80,35 @@ func devicePluginObjects(o Options) ([]runtime.Object, error) {
 	if err != nil {
 		return nil, err
 	}
-	labels := map[string]string{"app": "sriovdp", "tier": "node"}
+	// As upstream: tier and app on the DaemonSet, name too on its pods,
+	// which it selects by name.
+	labels := map[string]string{"tier": "node", "app": "sriovdp"}
+	podLabels := map[string]string{"tier": "node", "app": "sriovdp", "name": "sriov-device-plugin"}
 	cm := &corev1.ConfigMap{
 		TypeMeta:   typeConfigMap,
-		ObjectMeta: meta(DevicePluginConfigMap, o.Namespace, nil),
+		ObjectMeta: ObjectMeta(DevicePluginConfigMap, o.Namespace, nil),
 		Data:       map[string]string{DevicePluginConfigKey: conf},
 	}
-	sa := &corev1.ServiceAccount{TypeMeta: typeServiceAccount, ObjectMeta: meta(devicePluginSA, o.Namespace, nil)}
+	sa := &corev1.ServiceAccount{TypeMeta: typeServiceAccount, ObjectMeta: ObjectMeta(devicePluginSA, o.Namespace, nil)}
 	ds := &appsv1.DaemonSet{
 		TypeMeta:   typeDaemonSet,
-		ObjectMeta: meta(devicePluginDaemonSet, o.Namespace, labels),
+		ObjectMeta: ObjectMeta(devicePluginDaemonSet, o.Namespace, labels),
 		Spec: appsv1.DaemonSetSpec{
-			Selector:       selector("sriovdp"),
-			UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType},
+			Selector: selectorOn(podLabels, "name"),
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: podMeta(labels),
+				ObjectMeta: podMeta(podLabels),
 				Spec: corev1.PodSpec{
-					HostNetwork:        true,
-					NodeSelector:       map[string]string{o.NodeSelectorKey: o.NodeSelectorValue},
+					HostNetwork:  true,
+					NodeSelector: map[string]string{o.NodeSelectorKey: o.NodeSelectorValue},
+					// Upstream tolerates no taint, and so would start the
+					// plugin only once the agent is Ready, in series on
+					// up's way to allocatable.
 					Tolerations:        tolerateAll(),
 					ServiceAccountName: devicePluginSA,
 					Containers: []corev1.Container{{
-						Name:  "kube-sriovdp",
-						Image: o.image(DevicePluginImage),
+						Name:            "kube-sriovdp",
+						Image:           o.image(DevicePluginImage),
+						ImagePullPolicy: corev1.PullIfNotPresent,
 						// Options of the image's entrypoint, which passes
 						// them on to sriovdp as glog and plugin flags
 						// (images/entrypoint.sh@v3.11.0); "=" is required.
@@ -107,7 +118,6 @@ func devicePluginObjects(o Options) ([]runtime.Object, error) {
 							"--resource-prefix=" + o.ResourcePrefix,
 							"--config-file=/etc/pcidp/" + DevicePluginConfigKey,
 						},
-						Env:             []corev1.EnvVar{nodeNameEnv("NODE_NAME")},
 						SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
 						Resources:       resources("250m", "40Mi", "1", "200Mi"),
 						VolumeMounts: []corev1.VolumeMount{

@@ -24,7 +24,7 @@ func TestRestartDevicePlugin(t *testing.T) {
 	if _, err := cs.AppsV1().DaemonSets(DefaultNamespace).Create(ctx, &ds, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	ensureServiceAccount(t, cs, DefaultNamespace, "default")
+	ensureDefaultServiceAccount(t, cs, DefaultNamespace)
 	pod := func(name, node string, labels map[string]string) {
 		t.Helper()
 		p := &corev1.Pod{

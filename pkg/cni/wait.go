@@ -15,19 +15,21 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 )
 
 // All waits end when ctx does; set its deadline. On failure the error
 // describes every object still pending (conditions, pods, last events).
 
-func nodesLW(cs kubernetes.Interface) (list func(context.Context, metav1.ListOptions) (runtime.Object, error), w func(context.Context, metav1.ListOptions) (watch.Interface, error)) {
-	return func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return cs.CoreV1().Nodes().List(ctx, o)
-		}, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return cs.CoreV1().Nodes().Watch(ctx, o)
-		}
+func nodesLW(cs kubernetes.Interface) cache.ListerWatcher {
+	return listWatch(cs, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		return cs.CoreV1().Nodes().List(ctx, o)
+	}, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		return cs.CoreV1().Nodes().Watch(ctx, o)
+	})
 }
 
 func nodeReady(n *corev1.Node) bool {
@@ -42,24 +44,29 @@ func nodeReady(n *corev1.Node) bool {
 // WaitNodesReady waits until every named node exists and is Ready.
 func WaitNodesReady(ctx context.Context, cs kubernetes.Interface, names []string) error {
 	pending := slices.Clone(names)
-	err := watchUntil(ctx, listWatch(nodesLW(cs)), &corev1.Node{}, func(objs []any) (bool, error) {
+	err := watchUntil(ctx, nodesLW(cs), &corev1.Node{}, func(objs []any) (bool, error) {
 		pending = notReady(objs, names, func(o any) (string, bool) { n := o.(*corev1.Node); return n.Name, nodeReady(n) })
 		return len(pending) == 0, nil
 	})
 	if err == nil {
 		return nil
 	}
-	dctx, cancel := diagnoseContext(ctx)
+	dctx, cancel := DiagnoseContext(ctx)
 	defer cancel()
 	var b strings.Builder
 	fmt.Fprintf(&b, "waiting for nodes %s to be Ready: %v; not Ready: %s\n", strings.Join(names, ", "), err, strings.Join(pending, ", "))
 	for _, name := range pending {
 		writeNodeDiagnosis(dctx, &b, cs, name, "")
+		// A node waits for its CNI (no conflist until Flannel or Calico
+		// runs there: "cni plugin not initialized"), so the pods on it that
+		// are not Ready are what holds it back.
+		writeUnreadyPods(dctx, &b, cs, metav1.NamespaceAll,
+			metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", name).String()})
 	}
 	return errors.New(strings.TrimRight(b.String(), "\n"))
 }
 
-func writeNodeDiagnosis(ctx context.Context, b *strings.Builder, cs kubernetes.Interface, name, extra string) *corev1.Node {
+func writeNodeDiagnosis(ctx context.Context, b *strings.Builder, cs kubernetes.Interface, name, extra string) {
 	n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
@@ -70,11 +77,7 @@ func writeNodeDiagnosis(ctx context.Context, b *strings.Builder, cs kubernetes.I
 		fmt.Fprintf(b, "node %s%s:\n", name, extra)
 		writeNodeConditions(b, n, "  ")
 	}
-	writeEvents(ctx, b, cs, "Node", "", name, "  ")
-	if err != nil {
-		return nil
-	}
-	return n
+	WriteEvents(ctx, b, cs, "Node", "", name, "  ")
 }
 
 type nsName struct{ ns, name string }
@@ -127,7 +130,7 @@ func WaitAllocatable(ctx context.Context, cs kubernetes.Interface, want map[stri
 	}
 	rn := corev1.ResourceName(resource)
 	got := map[string]string{}
-	err := watchUntil(ctx, listWatch(nodesLW(cs)), &corev1.Node{}, func(objs []any) (bool, error) {
+	err := watchUntil(ctx, nodesLW(cs), &corev1.Node{}, func(objs []any) (bool, error) {
 		clear(got)
 		for _, o := range objs {
 			n := o.(*corev1.Node)
@@ -148,7 +151,7 @@ func WaitAllocatable(ctx context.Context, cs kubernetes.Interface, want map[stri
 	if err == nil {
 		return nil
 	}
-	dctx, cancel := diagnoseContext(ctx)
+	dctx, cancel := DiagnoseContext(ctx)
 	defer cancel()
 	nodes := make([]string, 0, len(want))
 	for n := range want {
@@ -167,7 +170,7 @@ func WaitAllocatable(ctx context.Context, cs kubernetes.Interface, want map[stri
 		}
 		writeNodeDiagnosis(dctx, &b, cs, node, fmt.Sprintf(" (allocatable %s: want %d, have %s)", resource, want[node], have))
 		writeUnreadyPods(dctx, &b, cs, metav1.NamespaceAll,
-			metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String()}, "  ")
+			metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String()})
 	}
 	return errors.New(strings.TrimRight(b.String(), "\n"))
 }
@@ -176,19 +179,19 @@ func WaitAllocatable(ctx context.Context, cs kubernetes.Interface, want map[stri
 // smoke pod of `verify`).
 func WaitPodsReady(ctx context.Context, cs kubernetes.Interface, namespace string, names []string) error {
 	var pending []string
-	lw := listWatch(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+	lw := listWatch(cs, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 		return cs.CoreV1().Pods(namespace).List(ctx, o)
 	}, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 		return cs.CoreV1().Pods(namespace).Watch(ctx, o)
 	})
 	err := watchUntil(ctx, lw, &corev1.Pod{}, func(objs []any) (bool, error) {
-		pending = notReady(objs, names, func(o any) (string, bool) { p := o.(*corev1.Pod); return p.Name, podReady(p) })
+		pending = notReady(objs, names, func(o any) (string, bool) { p := o.(*corev1.Pod); return p.Name, PodReady(p) })
 		return len(pending) == 0, nil
 	})
 	if err == nil {
 		return nil
 	}
-	dctx, cancel := diagnoseContext(ctx)
+	dctx, cancel := DiagnoseContext(ctx)
 	defer cancel()
 	var b strings.Builder
 	fmt.Fprintf(&b, "waiting for pods %s in %s to be Ready: %v\n", strings.Join(pending, ", "), namespace, err)
@@ -196,10 +199,10 @@ func WaitPodsReady(ctx context.Context, cs kubernetes.Interface, namespace strin
 		p, gerr := cs.CoreV1().Pods(namespace).Get(dctx, n, metav1.GetOptions{})
 		if gerr != nil {
 			fmt.Fprintf(&b, "pod %s/%s: %v\n", namespace, n, gerr)
-			writeEvents(dctx, &b, cs, "Pod", namespace, n, "  ")
+			WriteEvents(dctx, &b, cs, "Pod", namespace, n, "  ")
 			continue
 		}
-		writePod(dctx, &b, cs, p, "")
+		WritePod(dctx, &b, cs, p, "")
 	}
 	return errors.New(strings.TrimRight(b.String(), "\n"))
 }
@@ -219,4 +222,25 @@ func notReady(objs []any, names []string, readiness func(any) (name string, read
 		}
 	}
 	return pending
+}
+
+// WaitPodGone waits until no pod namespace/name with uid exists (the
+// smoke pod, whose VF is free only then).
+func WaitPodGone(ctx context.Context, cs kubernetes.Interface, namespace, name string, uid types.UID) error {
+	sel := fields.OneTermEqualSelector("metadata.name", name).String()
+	lw := listWatch(cs, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		o.FieldSelector = sel
+		return cs.CoreV1().Pods(namespace).List(ctx, o)
+	}, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		o.FieldSelector = sel
+		return cs.CoreV1().Pods(namespace).Watch(ctx, o)
+	})
+	return watchUntil(ctx, lw, &corev1.Pod{}, func(objs []any) (bool, error) {
+		for _, o := range objs {
+			if o.(*corev1.Pod).UID == uid {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
 }

@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/sriov-lane/sriov-lane/pkg/log"
 )
 
 // deadline is short: a failing wait must give up on time, with its diagnosis.
@@ -82,10 +84,23 @@ func TestWaitNodesReady(t *testing.T) {
 	createNode(t, cs, "agent-stuck")
 	setNodeStatus(t, cs, "agent-stuck", corev1.ConditionFalse, "KubeletNotReady", "container runtime network not ready: cni plugin not initialized", nil)
 	createEvent(t, cs, "Node", "", "agent-stuck", "NodeNotReady", "sriov-lane-test: node agent-stuck stopped posting status")
+	// What holds agent-stuck back: its Flannel pod cannot pull its image.
+	// A pod elsewhere that is not Ready either is not agent-stuck's.
+	flannel := createPod(t, cs, testPod(DefaultNamespace, "kube-flannel-ds-7xk2p", "", "agent-stuck", FlannelImage))
+	setWaiting(t, cs, flannel, "ImagePullBackOff", `Back-off pulling image "`+FlannelImage+`": ErrImagePull: `+noSuchHost)
+	createEvent(t, cs, "Pod", DefaultNamespace, flannel.Name, "Failed", "sriov-lane-test: Failed to pull image "+FlannelImage)
+	createPod(t, cs, testPod(DefaultNamespace, "kube-flannel-ds-elsewhere", "", "agent-0", FlannelImage))
+	err := WaitNodesReady(expired(t), cs, []string{"agent-0", "agent-stuck", "agent-missing"})
+	if err != nil && strings.Contains(err.Error(), "kube-flannel-ds-elsewhere") {
+		t.Errorf("a pod of another node is blamed:\n%v", err)
+	}
 	assertFailsInTime(t, func(ctx context.Context) error {
 		return WaitNodesReady(ctx, cs, []string{"agent-0", "agent-stuck", "agent-missing"})
 	}, "node agent-stuck", "Ready=False KubeletNotReady", "cni plugin not initialized",
-		"sriov-lane-test: node agent-stuck stopped posting status", "node agent-missing: not registered", "deadline exceeded")
+		"sriov-lane-test: node agent-stuck stopped posting status", "node agent-missing: not registered", "deadline exceeded",
+		"  pod kube-system/kube-flannel-ds-7xk2p on agent-stuck: phase Pending",
+		"container main waiting: ImagePullBackOff: Back-off pulling image \""+FlannelImage+"\"", "no such host",
+		"sriov-lane-test: Failed to pull image "+FlannelImage)
 }
 
 func markRolledOut(t *testing.T, cs kubernetes.Interface, ns, name string, desired, available int32) {
@@ -114,7 +129,7 @@ func TestWaitDaemonSets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Apply(t.Context(), clients(t, cfg), objs, nil); err != nil {
+	if err := Apply(t.Context(), clients(t, cfg), objs, log.Noop); err != nil {
 		t.Fatal(err)
 	}
 	var dss []nsName
@@ -137,7 +152,7 @@ func TestWaitDaemonSets(t *testing.T) {
 	// The device plugin loses a pod: one of two available, the other crash-looping.
 	markRolledOut(t, cs, DefaultNamespace, devicePluginDaemonSet, 2, 1)
 	pod, err := cs.CoreV1().Pods(DefaultNamespace).Create(t.Context(), &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "kube-sriov-device-plugin-x7k2p", Namespace: DefaultNamespace, Labels: map[string]string{"app": "sriovdp"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "kube-sriov-device-plugin-x7k2p", Namespace: DefaultNamespace, Labels: map[string]string{"name": "sriov-device-plugin"}},
 		Spec: corev1.PodSpec{
 			NodeName:           "agent-1",
 			ServiceAccountName: devicePluginSA,

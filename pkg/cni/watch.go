@@ -10,10 +10,13 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// listWatch adapts a pair of typed client calls to a ListerWatcher.
-func listWatch(list func(context.Context, metav1.ListOptions) (runtime.Object, error),
-	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error)) *cache.ListWatch {
-	return &cache.ListWatch{ListWithContextFunc: list, WatchFuncWithContext: watchFn}
+// listWatch adapts a pair of calls of client to a ListerWatcher. The
+// reflector learns from client whether it can stream a watch-list: a fake
+// clientset (tests) cannot, and an informer over it would otherwise wait
+// for the stream's end forever and never sync.
+func listWatch(client any, list func(context.Context, metav1.ListOptions) (runtime.Object, error),
+	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error)) cache.ListerWatcher {
+	return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{ListWithContextFunc: list, WatchFuncWithContext: watchFn}, client)
 }
 
 // watchUntil keeps an informer cache of lw's objects and re-evaluates check

@@ -114,6 +114,25 @@ func TestValidationRejectsBadInput(t *testing.T) {
 	}
 }
 
+// The device plugin refuses a resourceName with '.', and kubelet one longer
+// than 63 characters or not starting and ending with a letter or digit
+// (validate.go resNameRE).
+func TestResourceNameIsTheDevicePluginsAndKubeletsRule(t *testing.T) {
+	for name, ok := range map[string]bool{
+		"sriov_net": true, "sriov-net-2": true, "a": true, strings.Repeat("a", 63): true,
+		"sriov.net": false, "_sriov": false, "sriov-": false, strings.Repeat("a", 64): false, "sriov/net": false,
+	} {
+		body := "apiVersion: sriov-lane.io/v1alpha1\nkind: Lane\nresourceName: \"" + name + "\"\n"
+		_, err := Load(Source{File: writeFile(t, body)})
+		if ok && err != nil {
+			t.Errorf("resourceName %q refused: %v", name, err)
+		}
+		if !ok && (err == nil || !IsInvalid(err) || !strings.Contains(err.Error(), "resourceName")) {
+			t.Errorf("resourceName %q: %v, want an invalid error naming resourceName", name, err)
+		}
+	}
+}
+
 func TestImageRegistryMirrorForms(t *testing.T) {
 	for m, ok := range map[string]bool{
 		"mirror.example:5000":        true,

@@ -21,8 +21,13 @@ const (
 	DefaultResourcePrefix = "kubevirt.io"
 	DefaultResourceName   = "sriov_net"
 	DefaultNodeLabel      = "sriov_capable=true"
-	DefaultWaitTimeout    = 10 * time.Minute
 )
+
+// DefaultWaitTimeout bounds each of up's waits (nodes ready, components
+// rolled out): on a cold image cache the nodes pull k3s and every
+// component's image first, which takes minutes; a lane not up after this
+// is stuck, and the wait's error says on what.
+const DefaultWaitTimeout = 10 * time.Minute
 
 // Default returns a lane with every default set.
 func Default() *Lane {

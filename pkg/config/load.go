@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -51,11 +52,12 @@ func listSetter(p func(*Lane) *[]string) func(*Lane, string) error {
 // splitList accepts comma- or space-separated lists (kubevirtci's
 // PF_BLACKLIST is space-separated).
 func splitList(v string) []string {
-	var out []string
-	for _, f := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\t' }) {
-		out = append(out, f)
+	fields := strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\t' })
+	if len(fields) == 0 {
+		// nil, as a list never set: FieldsFunc gives an empty slice.
+		return nil
 	}
-	return out
+	return fields
 }
 
 // Settings returns the table of flag/env settings.
@@ -146,7 +148,7 @@ func (f *flagValue) Set(v string) error {
 func AddFlags(fs *pflag.FlagSet, skip ...string) *Flags {
 	fl := &Flags{values: map[string]*flagValue{}}
 	for _, s := range Settings() {
-		if contains(skip, s.Flag) {
+		if slices.Contains(skip, s.Flag) {
 			continue
 		}
 		v := &flagValue{s: s}
@@ -160,7 +162,7 @@ func AddFlags(fs *pflag.FlagSet, skip ...string) *Flags {
 func AddFlagsOnly(fs *pflag.FlagSet, only ...string) *Flags {
 	fl := &Flags{values: map[string]*flagValue{}}
 	for _, s := range Settings() {
-		if !contains(only, s.Flag) {
+		if !slices.Contains(only, s.Flag) {
 			continue
 		}
 		v := &flagValue{s: s}
@@ -168,15 +170,6 @@ func AddFlagsOnly(fs *pflag.FlagSet, only ...string) *Flags {
 		fs.Var(v, s.Flag, s.Usage+" (env "+strings.Join(s.Env, ", ")+")")
 	}
 	return fl
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // Source says where settings come from, for Load.

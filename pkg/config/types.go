@@ -1,6 +1,3 @@
-// Package config defines the lane configuration file (apiVersion
-// sriov-lane.io/v1alpha1, kind Lane), its defaults, validation and the
-// precedence of flags over environment over file over defaults.
 package config
 
 import "time"

@@ -40,12 +40,24 @@ var (
 	// valid hostname (63 bytes), hence the short limit.
 	nameRE      = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`)
 	dnsSubRE    = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$`)
-	resNameRE   = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$`)
 	labelKeyRE  = regexp.MustCompile(`^([a-z0-9]([a-z0-9.-]*[a-z0-9])?/)?[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$`)
 	labelValRE  = regexp.MustCompile(`^([A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?)?$`)
 	maxNameLen  = 32
 	maxAgents   = 16
 	maxVFsPerPF = 256
+)
+
+// resNameRE is the device plugin's resourceName rule, ^[a-zA-Z0-9_-]+$
+// (k8snetworkplumbingwg/sriov-network-device-plugin pkg/utils/utils.go@v3.11.0
+// ValidResourceName: with a '.' the plugin exits, serving nothing), within
+// kubelet's for the name part of an extended resource: starting and ending
+// with a letter or digit, at most 63 characters (k8s.io/kubernetes
+// pkg/apis/core/v1/helper/helpers.go@v1.36.3 IsExtendedResourceName, by
+// validation.IsQualifiedName; kubelet checks it when the plugin registers,
+// pkg/kubelet/cm/devicemanager/plugin/v1beta1/handler.go@v1.36.3).
+var (
+	resNameRE     = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9_-]*[A-Za-z0-9])?$`)
+	maxResNameLen = 63
 )
 
 // Validate checks l for everything that can be known without looking at the
@@ -85,8 +97,8 @@ func Validate(l *Lane) error {
 	if !dnsSubRE.MatchString(l.ResourcePrefix) {
 		add(invalid("resourcePrefix", "a DNS subdomain such as kubevirt.io", "%q", l.ResourcePrefix))
 	}
-	if !resNameRE.MatchString(l.ResourceName) {
-		add(invalid("resourceName", "letters, digits, '_', '.', '-', e.g. sriov_net", "%q", l.ResourceName))
+	if !resNameRE.MatchString(l.ResourceName) || len(l.ResourceName) > maxResNameLen {
+		add(invalid("resourceName", "letters, digits, '_' and '-', at most 63 characters, starting and ending with a letter or digit, e.g. sriov_net", "%q", l.ResourceName))
 	}
 	if k, v, ok := strings.Cut(l.NodeLabel, "="); !ok || !labelKeyRE.MatchString(k) || !labelValRE.MatchString(v) || len(v) > 63 {
 		add(invalid("nodeLabel", "key=value, e.g. sriov_capable=true", "%q", l.NodeLabel))

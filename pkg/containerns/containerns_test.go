@@ -11,6 +11,8 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/vishvananda/netns"
+
+	"github.com/sriov-lane/sriov-lane/test/proc"
 )
 
 // fakeDocker answers inspects from a list of states, one per call; the last
@@ -56,7 +58,11 @@ func TestOpenChecksThePIDAgain(t *testing.T) {
 	if err := other.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer other.Process.Kill()
+	t.Cleanup(func() {
+		if err := proc.Kill(other); err != nil {
+			t.Log(err)
+		}
+	})
 	flip := &fakeDocker{}
 	for range 2 * attempts {
 		flip.states = append(flip.states, running(self), running(other.Process.Pid))

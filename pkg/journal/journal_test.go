@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sriov-lane/sriov-lane/test/proc"
 )
 
 func TestBeginDoneReverseFromFreshOpen(t *testing.T) {
@@ -16,7 +18,10 @@ func TestBeginDoneReverseFromFreshOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, _ := j.Begin("t.a", map[string]string{"x": "1"})
+	a, err := j.Begin("t.a", map[string]string{"x": "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := j.Done(a); err != nil {
 		t.Fatal(err)
 	}
@@ -69,10 +74,10 @@ func TestBeginDoneReverseFromFreshOpen(t *testing.T) {
 
 func TestReverseStopsAtFailureAndResumes(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "journal.jsonl")
-	j, _ := Open(p)
+	j := open(t, p)
 	defer j.Close()
-	j.Begin("t.cluster", nil)
-	j.Begin("t.pf", nil)
+	begin(t, j, "t.cluster")
+	begin(t, j, "t.pf")
 	fail := true
 	var clusterUndone bool
 	u := Undoers{
@@ -97,9 +102,9 @@ func TestReverseStopsAtFailureAndResumes(t *testing.T) {
 }
 
 func TestUnknownOpIsAnError(t *testing.T) {
-	j, _ := Open(filepath.Join(t.TempDir(), "journal.jsonl"))
+	j := open(t, filepath.Join(t.TempDir(), "journal.jsonl"))
 	defer j.Close()
-	j.Begin("future.op", nil)
+	begin(t, j, "future.op")
 	if err := Reverse(context.Background(), j, Undoers{}, ReverseOptions{}); err == nil || !strings.Contains(err.Error(), "future.op") {
 		t.Fatalf("got %v", err)
 	}
@@ -107,12 +112,19 @@ func TestUnknownOpIsAnError(t *testing.T) {
 
 func TestTornLastLineIsDropped(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "journal.jsonl")
-	j, _ := Open(p)
-	j.Begin("t.a", nil)
+	j := open(t, p)
+	begin(t, j, "t.a")
 	j.Close()
-	f, _ := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
-	f.WriteString(`{"seq":2,"phase":"inte`)
-	f.Close()
+	f, err := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(`{"seq":2,"phase":"inte`); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
 	j2, err := Open(p)
 	if err != nil {
 		t.Fatal(err)
@@ -161,7 +173,11 @@ func TestLockHeldAcrossProcesses(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	t.Cleanup(func() {
+		if err := proc.Kill(cmd); err != nil {
+			t.Log(err)
+		}
+	})
 	buf := make([]byte, 5)
 	if _, err := out.Read(buf); err != nil || string(buf) != "held\n" {
 		t.Fatalf("child did not take the lock: %q %v", buf, err)
@@ -169,8 +185,9 @@ func TestLockHeldAcrossProcesses(t *testing.T) {
 	if _, err := Open(p); !errors.Is(err, ErrBusy) {
 		t.Fatalf("want ErrBusy, got %v", err)
 	}
-	cmd.Process.Kill()
-	cmd.Wait()
+	if err := proc.Kill(cmd); err != nil {
+		t.Fatal(err)
+	}
 	j, err := Open(p)
 	if err != nil {
 		t.Fatalf("lock survived its process: %v", err)
@@ -187,8 +204,9 @@ func TestReverseOnly(t *testing.T) {
 	}
 	defer j.Close()
 	for _, op := range []string{"t.keep", "t.undo", "t.keep", "t.undo"} {
-		e, _ := j.Begin(op, nil)
-		j.Done(e)
+		if err := j.Done(begin(t, j, op)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	var order []int
 	u := Undoers{
@@ -208,4 +226,24 @@ func TestReverseOnly(t *testing.T) {
 	if strings.Join(left, ",") != "t.keep,t.keep" {
 		t.Fatalf("pending after Only: %v", left)
 	}
+}
+
+// open opens the journal at p, failing t if it cannot.
+func open(t *testing.T, p string) *Journal {
+	t.Helper()
+	j, err := Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+// begin records op with no data, failing t if it cannot.
+func begin(t *testing.T, j *Journal, op string) *Entry {
+	t.Helper()
+	e, err := j.Begin(op, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
 }

@@ -57,7 +57,23 @@ type PFSummary struct {
 	PCI      string `json:"pci"`
 	Driver   string `json:"driver"`
 	TotalVFs int    `json:"totalVFs"`
-	Note     string `json:"note,omitempty"`
+	// VFs are the VFs the PF has now (another lane's, or made outside any
+	// lane) with their drivers: what a netdevice lane's VFs will be bound
+	// to is the NIC's VF driver, seen here.
+	VFs  []VFStatus `json:"vfs,omitempty"`
+	Note string     `json:"note,omitempty"`
+}
+
+// vfsText lists VFs with their drivers for a check line ("" for none).
+func vfsText(vfs []VFStatus) string {
+	if len(vfs) == 0 {
+		return ""
+	}
+	parts := make([]string, len(vfs))
+	for i, vf := range vfs {
+		parts[i] = vf.PCI + " " + vf.Driver
+	}
+	return fmt.Sprintf("; %d VFs: %s", len(vfs), strings.Join(parts, ", "))
 }
 
 // Run performs every check, in the order users read them.
@@ -132,6 +148,12 @@ func Failed(results []CheckResult) bool {
 	return false
 }
 
+// dockerCheckTimeout bounds check's Docker calls together (the ping and
+// the look-up for an existing lane): a few local API calls that answer in
+// milliseconds, so a dockerd that takes five seconds is reported rather
+// than left to hang check.
+const dockerCheckTimeout = 5 * time.Second
+
 func (c *Checker) checkDocker(ctx context.Context, add func(string, CheckStatus, string, string)) {
 	cli, release, err := dockerFor(c.Docker)
 	if err != nil {
@@ -139,7 +161,7 @@ func (c *Checker) checkDocker(ctx context.Context, add func(string, CheckStatus,
 		return
 	}
 	defer release()
-	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	pctx, cancel := context.WithTimeout(ctx, dockerCheckTimeout)
 	defer cancel()
 	ping, err := cli.Ping(pctx)
 	if err != nil {
@@ -231,7 +253,7 @@ func (c *Checker) checkPFs(ctx context.Context, add func(string, CheckStatus, st
 	usable := 0
 	for _, pf := range rep.Usable {
 		st := Pass
-		msg := fmt.Sprintf("%s (%s) driver %s, totalvfs %d", pf.Name, pf.PCI, pf.Driver, pf.TotalVFs)
+		msg := fmt.Sprintf("%s (%s) driver %s, totalvfs %d%s", pf.Name, pf.PCI, pf.Driver, pf.TotalVFs, vfsText(pf.VFs))
 		if !l.EnoughVFs(pf.TotalVFs) {
 			st = Warn
 			msg += fmt.Sprintf(": fewer than vfsPerPF=%d, not usable", l.VFsPerPF)
@@ -243,7 +265,7 @@ func (c *Checker) checkPFs(ctx context.Context, add func(string, CheckStatus, st
 	for _, pf := range rep.Excluded {
 		// The reason says what would take it: an include list does not
 		// override pfs.exclude, and a glob never takes a PF the host uses.
-		add("pf "+pf.Name, Warn, fmt.Sprintf("%s (%s) not chosen: %s", pf.Name, pf.PCI, pf.Note), "")
+		add("pf "+pf.Name, Warn, fmt.Sprintf("%s (%s) not chosen: %s%s", pf.Name, pf.PCI, pf.Note, vfsText(pf.VFs)), "")
 	}
 	msg := fmt.Sprintf("%d usable SR-IOV PFs, need %d (agents %d x pfsPerNode %d)", usable, need, l.Agents, l.PFsPerNode)
 	if small := len(rep.Usable) - usable; small > 0 {

@@ -6,7 +6,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/provider"
+	"github.com/sriov-lane/sriov-lane/pkg/sriov"
+	"github.com/sriov-lane/sriov-lane/test/rig"
+	"github.com/sriov-lane/sriov-lane/test/testutil"
 )
 
 func cgroupLine(t *testing.T, root string) CheckResult {
@@ -66,5 +70,47 @@ func TestInotifyLimitChecked(t *testing.T) {
 		if got == Warn && c.body == "128\n" && !strings.Contains(hint, "fs.inotify.max_user_instances=512") {
 			t.Errorf("no fix in the hint: %q", hint)
 		}
+	}
+}
+
+// check shows the VFs a PF candidate has now and each one's driver: on a
+// NIC whose VFs are already made, that is the driver a netdevice lane's VFs
+// will get.
+func TestCheckShowsEachVFsDriver(t *testing.T) {
+	r := rig.NewForTest(t, 1, testutil.TakeSlot(t).RigPrefix())
+	pf := r.State.PFs[0]
+	sys := sriov.Sysfs{Root: r.State.SysfsRoot}
+	// Made outside any lane, with autoprobe on: the VF driver takes them.
+	if err := sriov.WriteFile(sys.Attr(pf.BDF, "sriov_numvfs"), "2"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := sriov.WriteFile(sys.Attr(pf.BDF, "sriov_numvfs"), "0"); err != nil {
+			t.Errorf("removing the VFs: %v", err)
+		}
+	})
+	vfs := sys.ListVFs(pf.BDF)
+	if len(vfs) != 2 || vfs[0].Driver == "" {
+		t.Fatalf("VFs made: %+v", vfs)
+	}
+	if err := sriov.WriteFile(sys.DriverFile(vfs[1].Driver, "unbind"), vfs[1].PCI); err != nil {
+		t.Fatal(err)
+	}
+	l := config.Default()
+	l.SysfsRoot, l.StateDir = r.State.SysfsRoot, t.TempDir()
+	l.PFs.Include = []string{pf.Name}
+	c := &Checker{Lane: l, PFs: PFReportFunc(l)}
+	var line *CheckResult
+	c.checkPFs(t.Context(), func(name string, st CheckStatus, msg, hint string) {
+		if name == "pf "+pf.Name {
+			line = &CheckResult{Name: name, Status: st, Message: msg}
+		}
+	})
+	if line == nil {
+		t.Fatalf("no check line for %s", pf.Name)
+	}
+	want := "2 VFs: " + vfs[0].PCI + " " + vfs[0].Driver + ", " + vfs[1].PCI + " none"
+	if !strings.Contains(line.Message, want) {
+		t.Errorf("check line %q does not say %q", line.Message, want)
 	}
 }

@@ -49,7 +49,25 @@ type PFStatus struct {
 	State      string         `json:"state,omitempty"`
 	NumVFs     int            `json:"numVFs"`
 	VFDrivers  map[string]int `json:"vfDrivers,omitempty"`
+	VFs        []VFStatus     `json:"vfs,omitempty"`
 	LeasedBy   string         `json:"leasedBy,omitempty"`
+}
+
+// VFStatus is one VF of a PF, as sysfs shows it now.
+type VFStatus struct {
+	Index int    `json:"index"`
+	PCI   string `json:"pci"`
+	// Driver is the VF's driver, "none" when it has none.
+	Driver string `json:"driver"`
+}
+
+// vfStatuses lists the VFs of the PF at pci with their drivers.
+func vfStatuses(sys sriov.Sysfs, pci string) []VFStatus {
+	var out []VFStatus
+	for _, vf := range sys.ListVFs(pci) {
+		out = append(out, VFStatus{Index: vf.Index, PCI: vf.PCI, Driver: vf.DriverOrNone()})
+	}
+	return out
 }
 
 // Describe gathers a lane's status from its journal, Docker, the node
@@ -102,6 +120,7 @@ func Describe(ctx context.Context, l *config.Lane, docker *client.Client) (*Lane
 		}
 		ps.NumVFs, _ = sys.ReadInt(pl.PF.PCI, "sriov_numvfs")
 		ps.VFDrivers = sys.VFDrivers(pl.PF.PCI)
+		ps.VFs = vfStatuses(sys, pl.PF.PCI)
 		if problem := locatePF(ctx, l, cli, nodes, pl, &ps); problem != "" {
 			st.Problems = append(st.Problems, problem)
 		} else if problem := vfProblem(l, sys, pl.PF.PCI); problem != "" {
@@ -168,7 +187,10 @@ func connectKube(l *config.Lane) *kube.Clients {
 
 // vfProblem says how the VFs of the PF at pci differ from what up made
 // (vfsPerPF of them, each on vfio-pci, or in netdevice mode on a kernel
-// driver), or "" when they do not: a job may have removed or rebound them.
+// driver), naming each VF that is not, or "" when they do not: a job may
+// have removed or rebound them. A netdevice VF on no driver is never
+// advertised by the device plugin (it skips a device without one), one on
+// vfio-pci has no netdev for sriov-cni to move.
 func vfProblem(l *config.Lane, sys sriov.Sysfs, pci string) string {
 	n, err := sys.ReadInt(pci, "sriov_numvfs")
 	if err != nil {
@@ -181,19 +203,18 @@ func vfProblem(l *config.Lane, sys sriov.Sysfs, pci string) string {
 	ok := func(d string) bool { return d == config.VFDriverVFIO }
 	if l.VFDriver == config.VFDriverNetdevice {
 		want = "a kernel driver"
-		ok = func(d string) bool { return d != config.VFDriverVFIO && d != "none" }
+		ok = func(d string) bool { return d != config.VFDriverVFIO && d != "" }
 	}
 	var wrong []string
-	for d, k := range sys.VFDrivers(pci) {
-		if !ok(d) {
-			wrong = append(wrong, fmt.Sprintf("%d on %s", k, d))
+	for _, vf := range sys.ListVFs(pci) {
+		if !ok(vf.Driver) {
+			wrong = append(wrong, fmt.Sprintf("VF %d (%s) on %s", vf.Index, vf.PCI, vf.DriverOrNone()))
 		}
 	}
 	if len(wrong) == 0 {
 		return ""
 	}
-	sort.Strings(wrong)
-	return fmt.Sprintf("VFs %s, want all on %s", strings.Join(wrong, ", "), want)
+	return fmt.Sprintf("%s, want every VF on %s", strings.Join(wrong, ", "), want)
 }
 
 func shortID(id string) string {
@@ -219,6 +240,12 @@ func FormatStatus(st *LaneStatus) string {
 		}
 		sort.Strings(drv)
 		fmt.Fprintf(&b, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", p.Name, p.PCI, p.Node, p.NameInNode, p.State, p.NumVFs, strings.Join(drv, ","), p.LeasedBy)
+	}
+	fmt.Fprintf(&b, "VF\tPF\tPCI\tDRIVER\n")
+	for _, p := range st.PFs {
+		for _, vf := range p.VFs {
+			fmt.Fprintf(&b, "%d\t%s\t%s\t%s\n", vf.Index, p.Name, vf.PCI, vf.Driver)
+		}
 	}
 	for _, n := range st.Notes {
 		fmt.Fprintf(&b, "note: %s\n", n)

@@ -12,13 +12,16 @@ import (
 
 	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/journal"
+	"github.com/sriov-lane/sriov-lane/pkg/log"
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
 )
 
 // DownOptions tune Down.
 type DownOptions struct {
 	// Docker is the command run's Docker client (nil: Down makes its own).
-	Docker  *client.Client
+	Docker *client.Client
+	// Out takes the progress, the log and hooks' output: the command's
+	// stderr (results are the caller's, for stdout).
 	Out     io.Writer
 	Verbose bool
 	// Force keeps going past a failed undo and returns PFs to the current
@@ -37,8 +40,9 @@ type DownReport struct {
 
 // ResolveSaved replaces l by the config `up` saved for the lane of that
 // name and state dir, when there is one: `down --name N` then acts exactly
-// on what `up` made, whatever flags it is given now.
-func ResolveSaved(l *config.Lane) (*config.Lane, error) {
+// on what `up` made, whatever flags it is given now. A saved config that
+// cannot be read is reported to logger and the given one used.
+func ResolveSaved(l *config.Lane, logger log.Logger) (*config.Lane, error) {
 	b, err := os.ReadFile(l.Dir().SavedConfig())
 	if errors.Is(err, os.ErrNotExist) {
 		return l, nil
@@ -50,7 +54,7 @@ func ResolveSaved(l *config.Lane) (*config.Lane, error) {
 	if err := config.DecodeStrict(b, saved); err != nil {
 		// The journal alone is enough to tear down; never let a damaged
 		// copy of the config keep PFs away from the host.
-		fmt.Fprintf(os.Stderr, "warning: ignoring unreadable saved config %s (%v); using the given settings\n", l.Dir().SavedConfig(), err)
+		logger.Warnf("ignoring unreadable saved config %s (%v); using the given settings", l.Dir().SavedConfig(), err)
 		return l, nil
 	}
 	config.SetDefaults(saved)
@@ -61,7 +65,7 @@ func ResolveSaved(l *config.Lane) (*config.Lane, error) {
 // names, original netns, numvfs 0), then cluster and registry, then leases.
 func Down(ctx context.Context, l *config.Lane, opts DownOptions) (DownReport, error) {
 	var rep DownReport
-	if !l.Dir().Exists() {
+	if !l.Dir().HasJournal() {
 		// An up killed before its journal existed changed nothing on the
 		// host but may have left its (empty) directory.
 		removeLaneDir(l)
@@ -73,7 +77,7 @@ func Down(ctx context.Context, l *config.Lane, opts DownOptions) (DownReport, er
 		return rep, err
 	}
 	defer closeLane()
-	j, cli, progress := c.Journal, c.Docker, c.Progress
+	j, cli, progress := c.Journal, c.Docker, c.Log
 
 	if len(l.Hooks.PreDown) > 0 {
 		kc := l.KubeconfigPath()
@@ -82,7 +86,7 @@ func Down(ctx context.Context, l *config.Lane, opts DownOptions) (DownReport, er
 		progress.End(err)
 		if err != nil {
 			// A failing hook must not keep NICs away from the host.
-			progress.Infof("%v; tearing down anyway", err)
+			progress.Warnf("%v; tearing down anyway", err)
 		}
 	}
 
@@ -97,7 +101,7 @@ func Down(ctx context.Context, l *config.Lane, opts DownOptions) (DownReport, er
 		if err != nil {
 			// Not fatal: each VF undo still waits for its holders, bounded,
 			// and names them.
-			progress.Infof("%v; going on", err)
+			progress.Warnf("%v; going on", err)
 		}
 	}
 
@@ -116,7 +120,7 @@ func Down(ctx context.Context, l *config.Lane, opts DownOptions) (DownReport, er
 			}
 			if err == nil && note == "" {
 				// -v: where down's time goes, one line an undo.
-				c.Progress.Detailf("undid %s (%s)", e.Op, time.Since(started).Round(time.Millisecond))
+				c.Log.V(1).Infof("undid %s (%s)", e.Op, time.Since(started).Round(time.Millisecond))
 				return
 			}
 			c.reportUndo(e, note, err)

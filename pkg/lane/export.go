@@ -54,7 +54,10 @@ func ExportLogs(ctx context.Context, l *config.Lane, docker *client.Client, dir 
 	note("listing nodes", err)
 	for _, n := range nodes {
 		nd := filepath.Join(out, "nodes", n.Name)
-		os.MkdirAll(nd, 0o755)
+		if err := os.MkdirAll(nd, 0o755); err != nil {
+			note(n.Name, err)
+			continue
+		}
 		note(n.Name+" logs", containerLogs(ctx, cli, n.ContainerID, filepath.Join(nd, "container.log")))
 		note(n.Name+" links", nodeLinks(ctx, sriov.ContainerTarget{ID: n.ContainerID, Name: n.Name, Docker: cli}, filepath.Join(nd, "links.txt")))
 	}
@@ -69,7 +72,9 @@ func ExportLogs(ctx context.Context, l *config.Lane, docker *client.Client, dir 
 		problems = append(problems, "cluster: no kubeconfig for the lane")
 	}
 	if len(problems) > 0 {
-		os.WriteFile(filepath.Join(out, "errors.txt"), []byte(strings.Join(problems, "\n")+"\n"), 0o644)
+		if err := os.WriteFile(filepath.Join(out, "errors.txt"), []byte(strings.Join(problems, "\n")+"\n"), 0o644); err != nil {
+			return out, fmt.Errorf("writing the export's errors.txt: %w; it would have listed: %s", err, strings.Join(problems, "; "))
+		}
 	}
 	return out, nil
 }
@@ -173,8 +178,13 @@ func clusterState(ctx context.Context, cs kubernetes.Interface, out string) erro
 				continue
 			}
 			d := filepath.Join(out, "pods", pod.Namespace)
-			os.MkdirAll(d, 0o755)
-			os.WriteFile(filepath.Join(d, pod.Name+"_"+c.Name+".log"), raw, 0o644)
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				errs = append(errs, fmt.Errorf("logs of %s/%s[%s]: %w", pod.Namespace, pod.Name, c.Name, err))
+				continue
+			}
+			if err := os.WriteFile(filepath.Join(d, pod.Name+"_"+c.Name+".log"), raw, 0o644); err != nil {
+				errs = append(errs, fmt.Errorf("logs of %s/%s[%s]: %w", pod.Namespace, pod.Name, c.Name, err))
+			}
 		}
 	}
 	return errors.Join(errs...)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/journal"
+	"github.com/sriov-lane/sriov-lane/pkg/log"
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
 )
 
@@ -33,10 +34,12 @@ func TestHooksOfBothPhasesGetTheSamePFs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		j.Done(e)
+		if err := j.Done(e); err != nil {
+			t.Fatal(err)
+		}
 	}
 	var out bytes.Buffer
-	c := &Session{Lane: config.Default(), Journal: j, Progress: NewProgress(&out, false), Out: &out}
+	c := &Session{Lane: config.Default(), Journal: j, Log: log.NewPrinter(&out, false), Out: &out}
 	seen := map[string]string{}
 	for _, phase := range []string{"post-up", "pre-down"} {
 		file := filepath.Join(dir, phase)

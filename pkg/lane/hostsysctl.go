@@ -1,7 +1,6 @@
 package lane
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/sriov-lane/sriov-lane/pkg/atomicfile"
 	"github.com/sriov-lane/sriov-lane/pkg/config"
-	"github.com/sriov-lane/sriov-lane/pkg/journal"
 	"github.com/sriov-lane/sriov-lane/pkg/statedir"
 )
 
@@ -204,13 +202,4 @@ func recordHostSysctls(c *Session) error {
 		return fmt.Errorf("recording the host sysctls kubelet changes: %w", err)
 	}
 	return c.Journal.Done(e)
-}
-
-func undoHostSysctls(_ context.Context, e *journal.Entry) (string, error) {
-	var rec sysctlRecord
-	if err := e.Decode(&rec); err != nil {
-		return "", err
-	}
-	h := sysctlHost{Root: "/proc/sys", StateDir: rec.StateDir}
-	return h.release(rec.Lane, func(lane string) bool { return statedir.Dir(rec.StateDir).Lane(lane).Exists() })
 }

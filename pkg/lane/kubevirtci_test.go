@@ -154,3 +154,29 @@ func equalMaps(a, b map[string]string) bool {
 	}
 	return true
 }
+
+// The provider file is sourced by kubevirtci's shell: hostile paths must
+// come through as data, never as code.
+func TestKubevirtciProviderConfigIsSafeToSource(t *testing.T) {
+	dir := t.TempDir()
+	kc := filepath.Join(dir, "it's $(touch pwned) `x`", ".kubeconfig")
+	l := config.Default()
+	body := kubevirtciProviderConfig(l, kc, "/k/.kubectl")
+	script := filepath.Join(dir, "p.sh")
+	if err := os.WriteFile(script, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("bash", "-c", `cd "$1" && . ./p.sh && printf '%s|%s|%s|%s' "$kubeconfig" "$kubectl" "$docker_prefix" "$manifest_docker_prefix"`, "_", dir)
+	// A DOCKER_PREFIX in the caller's environment would override the file's.
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if string(out) != kc+"|/k/.kubectl|localhost:5000/kubevirt|registry:5000/kubevirt" {
+		t.Fatalf("sourced values %q", out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "pwned")); err == nil {
+		t.Fatal("sourcing the provider file ran code from a path")
+	}
+}

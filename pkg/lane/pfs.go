@@ -17,7 +17,8 @@ func selection(l *config.Lane) sriov.Selection {
 // selection and leases `up` uses, without taking anything.
 func PFReportFunc(l *config.Lane) func(context.Context) (PFReport, error) {
 	return func(ctx context.Context) (PFReport, error) {
-		pfs, err := sriov.Discover(sriov.Sysfs{Root: l.SysfsRoot})
+		sys := sriov.Sysfs{Root: l.SysfsRoot}
+		pfs, err := sriov.Discover(sys)
 		if err != nil {
 			return PFReport{}, err
 		}
@@ -28,7 +29,7 @@ func PFReportFunc(l *config.Lane) func(context.Context) (PFReport, error) {
 		sel := selection(l)
 		var rep PFReport
 		for _, pf := range pfs {
-			s := PFSummary{Name: pf.Name, PCI: pf.PCI, Driver: pf.Driver, TotalVFs: pf.TotalVFs}
+			s := PFSummary{Name: pf.Name, PCI: pf.PCI, Driver: pf.Driver, TotalVFs: pf.TotalVFs, VFs: vfStatuses(sys, pf.PCI)}
 			if ls, ok := leases[pf.PCI]; ok {
 				s.Note = fmt.Sprintf("leased by lane %q", ls.Lane)
 				if s.Name == "" {

@@ -17,7 +17,9 @@ import (
 // RepairOptions tune Repair.
 type RepairOptions struct {
 	// Docker is the command run's Docker client (nil: Repair makes its own).
-	Docker  *client.Client
+	Docker *client.Client
+	// Out takes the progress, the log and hooks' output: the command's
+	// stderr (results are the caller's, for stdout).
 	Out     io.Writer
 	Verbose bool
 }
@@ -37,7 +39,7 @@ type RepairReport struct {
 // fails half way can be run again.
 func Repair(ctx context.Context, l *config.Lane, opts RepairOptions) (RepairReport, error) {
 	var rep RepairReport
-	if !l.Dir().Exists() {
+	if !l.Dir().HasJournal() {
 		return rep, fmt.Errorf("lane %s does not exist (no journal %s)", l.Name, l.Dir().Journal())
 	}
 	c, closeLane, err := openLane(l, opts.Docker, opts.Out, opts.Verbose)
@@ -51,7 +53,7 @@ func Repair(ctx context.Context, l *config.Lane, opts RepairOptions) (RepairRepo
 		return rep, err
 	}
 	if len(repaired) == 0 {
-		c.Progress.Infof("lane %s is healthy: nothing to repair", l.Name)
+		c.Log.V(0).Infof("lane %s is healthy: nothing to repair", l.Name)
 		return rep, nil
 	}
 	// One set of clients for the rest of the run, as reset has.
@@ -61,9 +63,9 @@ func Repair(ctx context.Context, l *config.Lane, opts RepairOptions) (RepairRepo
 	if err := restartDevicePlugins(ctx, c, repaired); err != nil {
 		return rep, err
 	}
-	c.Progress.Start("wait for VFs")
+	c.Log.Start("wait for VFs")
 	err = waitAllocatable(ctx, c, want)
-	c.Progress.End(err)
+	c.Log.End(err)
 	return rep, err
 }
 
@@ -74,14 +76,14 @@ func restartDevicePlugins(ctx context.Context, c *Session, agents []string) erro
 	if len(agents) == 0 {
 		return nil
 	}
-	c.Progress.Start("restart the device plugin")
+	c.Log.Start("restart the device plugin")
 	var err error
 	for _, a := range agents {
 		if err = cni.RestartDevicePlugin(ctx, c.Kube.Typed, a); err != nil {
 			break
 		}
 	}
-	c.Progress.End(err)
+	c.Log.End(err)
 	return err
 }
 
@@ -91,7 +93,7 @@ func restartDevicePlugins(ctx context.Context, c *Session, agents []string) erro
 // wait for that is the caller's (repair waits for the repaired agents
 // alone, reset as up does). c is an opened lane (openLane).
 func repairAgents(ctx context.Context, c *Session) ([]string, map[string]int64, error) {
-	l, j, cli, progress := c.Lane, c.Journal, c.Docker, c.Progress
+	l, j, cli, progress := c.Lane, c.Journal, c.Docker, c.Log
 	c.startSRIOV()
 
 	progress.Start("check PFs and VFs")
@@ -118,7 +120,7 @@ func repairAgents(ctx context.Context, c *Session) ([]string, map[string]int64, 
 		}
 		// Up's own steps, narrowed to this agent and its PFs.
 		c.Agents, c.Leased = []provider.Node{b.agent}, b.pfs
-		for _, s := range []Step{{"bind PFs into " + b.agent.Name, stepBindPFs}, {"create VFs and bind drivers", stepVFs}} {
+		for _, s := range []Step{{"move PFs into " + b.agent.Name, stepMovePFs}, {"create VFs and bind drivers", stepVFs}} {
 			progress.Start(s.Name)
 			err := s.Run(ctx, c)
 			progress.End(err)
@@ -187,7 +189,7 @@ func brokenAgents(ctx context.Context, c *Session) ([]brokenAgent, map[string]in
 			// In place, but with VFs a job removed or rebound: the same redo
 			// of the agent's share puts them back as up made them.
 			if problem := vfProblem(l, sys, pf.PCI); problem != "" {
-				c.Progress.Detailf("%s in %s: %s", pf, name, problem)
+				c.Log.V(1).Infof("%s in %s: %s", pf, name, problem)
 				out = append(out, brokenAgent{agent: a, pfs: pfs[name]})
 				break
 			}

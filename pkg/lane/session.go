@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/docker/docker/client"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -11,6 +12,7 @@ import (
 	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/journal"
 	"github.com/sriov-lane/sriov-lane/pkg/kube"
+	"github.com/sriov-lane/sriov-lane/pkg/log"
 	"github.com/sriov-lane/sriov-lane/pkg/provider"
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
 )
@@ -21,11 +23,11 @@ import (
 type Session struct {
 	Lane     *config.Lane
 	Journal  *journal.Journal
-	Progress *Progress
+	Log      *log.Printer
 	Docker   *client.Client
 	Provider *provider.Provider
 	SRIOV    *sriov.Session
-	// Out receives hook output.
+	// Out receives hook output, beside Log's lines: the command's stderr.
 	Out io.Writer
 	// KubevirtciDir, when set, receives kubevirtci's provider files.
 	KubevirtciDir string
@@ -44,23 +46,11 @@ type Session struct {
 	objects []*unstructured.Unstructured
 }
 
-// Undoers reverses everything the lane journals.
-func (c *Session) Undoers() journal.Undoers {
-	return undoers(c.Lane, c.Docker, c.Provider, false)
-}
-
-// undoers reverses everything the lane journals; force lets PFs return to
-// the current netns even if they were taken from another.
-func undoers(l *config.Lane, cli *client.Client, p *provider.Provider, force bool) journal.Undoers {
-	return sriov.Undoers(sriov.Restorer{Sysfs: sriov.Sysfs{Root: l.SysfsRoot}, Docker: cli, Force: force, VFIODir: l.VFIODir}).
-		Merge(provider.Undoers(p), laneUndoers())
-}
-
 // startSRIOV opens the lane's use of pkg/sriov: its changes go into the
 // session's journal, its notes to the progress printer.
 func (c *Session) startSRIOV() {
 	c.SRIOV = &sriov.Session{Journal: c.Journal, Sysfs: sriov.Sysfs{Root: c.Lane.SysfsRoot}, Docker: c.Docker,
-		Log: func(m string) { c.Progress.Infof("%s", m) }}
+		Log: c.Log}
 }
 
 // finish removes the lane's journal and directory once nothing is pending.
@@ -86,7 +76,7 @@ func openLane(l *config.Lane, cli *client.Client, out io.Writer, verbose bool) (
 		j.Close()
 		return nil, nil, err
 	}
-	c := &Session{Lane: l, Journal: j, Progress: NewProgress(out, verbose), Docker: cli, Provider: provider.NewWithClient(cli), Out: out}
+	c := &Session{Lane: l, Journal: j, Log: log.NewPrinter(out, verbose), Docker: cli, Provider: provider.NewWithClient(cli), Out: out}
 	return c, func() { release(); j.Close() }, nil
 }
 
@@ -100,4 +90,23 @@ func dockerFor(cli *client.Client) (_ *client.Client, release func(), err error)
 		return nil, nil, err
 	}
 	return cli, func() { cli.Close() }, nil
+}
+
+// connect makes the run's clients of the lane's cluster from its
+// kubeconfig: up's steps once the cluster exists, and commands acting on a
+// running lane (reset).
+func (c *Session) connect() error {
+	if c.Kubeconfig == "" {
+		c.Kubeconfig = c.Lane.KubeconfigPath()
+	}
+	var err error
+	c.Kube, err = kube.Connect(c.Kubeconfig)
+	return err
+}
+
+// removeLaneDir deletes the lane's directory once its journal is empty:
+// what is left there (saved config, kubeconfig, machine-ids, a temp file a
+// kill left behind) belongs to the lane alone.
+func removeLaneDir(l *config.Lane) {
+	os.RemoveAll(l.Dir().Path())
 }

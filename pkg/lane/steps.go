@@ -5,19 +5,55 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
+	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/sriov-lane/sriov-lane/pkg/cni"
 	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/journal"
-	"github.com/sriov-lane/sriov-lane/pkg/kube"
 	"github.com/sriov-lane/sriov-lane/pkg/provider"
+	"github.com/sriov-lane/sriov-lane/pkg/reset"
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
 	"github.com/sriov-lane/sriov-lane/pkg/statedir"
 )
+
+// Every step of up, in the order UpSteps runs them. repair runs two of them
+// again (stepMovePFs, stepVFs) for one agent, and reset runs up's wait.
+
+// PreflightError is a failed preflight: nothing on the host was changed.
+type PreflightError struct{ Failed []CheckResult }
+
+func (e *PreflightError) Error() string {
+	s := "preflight failed, nothing was changed:"
+	for _, r := range e.Failed {
+		s += fmt.Sprintf("\n  %s: %s", r.Name, r.Message)
+		if r.Hint != "" {
+			s += " (" + r.Hint + ")"
+		}
+	}
+	return s + "\nrun 'sriov-lane check' for the full report"
+}
+
+func stepPreflight(ctx context.Context, c *Session) error {
+	ck := &Checker{Lane: c.Lane, Docker: c.Docker, PFs: PFReportFunc(c.Lane)}
+	var failed []CheckResult
+	for _, r := range ck.Run(ctx) {
+		if r.Status == Fail {
+			failed = append(failed, r)
+		}
+	}
+	if len(failed) > 0 {
+		return &PreflightError{Failed: failed}
+	}
+	return nil
+}
 
 func stepLease(ctx context.Context, c *Session) error {
 	l := c.Lane
@@ -46,7 +82,7 @@ func stepLease(ctx context.Context, c *Session) error {
 	}
 	c.Leased = leased
 	for _, pf := range leased {
-		c.Progress.Detailf("leased %s (%s), totalvfs %d", pf.Name, pf.PCI, pf.TotalVFs)
+		c.Log.V(1).Infof("leased %s (%s), totalvfs %d", pf.Name, pf.PCI, pf.TotalVFs)
 	}
 	return nil
 }
@@ -101,18 +137,6 @@ func stepCreateCluster(ctx context.Context, c *Session) error {
 	return c.connect()
 }
 
-// connect makes the run's clients of the lane's cluster from its
-// kubeconfig: up's steps once the cluster exists, and commands acting on a
-// running lane (reset).
-func (c *Session) connect() error {
-	if c.Kubeconfig == "" {
-		c.Kubeconfig = c.Lane.KubeconfigPath()
-	}
-	var err error
-	c.Kube, err = kube.Connect(c.Kubeconfig)
-	return err
-}
-
 // notOurs says what to do about a cluster or registry of the lane's name
 // that the lane did not make.
 func notOurs(err error) error {
@@ -127,9 +151,8 @@ func notOurs(err error) error {
 // unless told to keep it, before the step's own rollback is even asked.
 func createOptions(c *Session) provider.CreateOptions {
 	return provider.CreateOptions{
-		Progress: func(node, msg string) { c.Progress.Detailf("%s: %s", node, msg) },
-		Note:     func(msg string) { c.Progress.Infof("%s", msg) },
-		Retain:   c.Retain,
+		Log:    c.Log,
+		Retain: c.Retain,
 	}
 }
 
@@ -145,10 +168,10 @@ func stepPrepareNodes(ctx context.Context, c *Session) error {
 	return c.Provider.PrepareAll(ctx, c.Lane.ClusterName())
 }
 
-// stepBindPFs is where PFs leave the host: each agent's netns is pinned
+// stepMovePFs is where PFs leave the host: each agent's netns is pinned
 // (pkg/sriov/pin.go), then gets its slice of the leased PFs, moved into
 // that pinned netns (pkg/sriov/move.go), which outlives the container.
-func stepBindPFs(ctx context.Context, c *Session) error {
+func stepMovePFs(ctx context.Context, c *Session) error {
 	k := c.Lane.PFsPerNode
 	c.Pins = map[string]sriov.PinnedTarget{}
 	for i, agent := range c.Agents {
@@ -163,7 +186,7 @@ func stepBindPFs(ctx context.Context, c *Session) error {
 			if err != nil {
 				return err // names the PF and the agent
 			}
-			c.Progress.Detailf("%s -> %s as %s", pf, agent.Name, name)
+			c.Log.V(1).Infof("%s -> %s as %s", pf, agent.Name, name)
 		}
 	}
 	return nil
@@ -183,17 +206,34 @@ func stepVFs(ctx context.Context, c *Session) error {
 		if err != nil {
 			return err // names the PF
 		}
-		c.Progress.Detailf("%s: %d VFs (%s)", p.PF, len(vfs), c.Lane.VFDriver)
+		c.Log.V(1).Infof("%s: %d VFs (%s)", p.PF, len(vfs), c.Lane.VFDriver)
 	}
 	return nil
 }
 
+// Agents are workers, as kubevirtci's providers mark them. The role label is
+// in the kubernetes.io namespace, which kubelet refuses to set on its own
+// Node (k8s.io/kubelet pkg/apis/well_known_labels.go@v0.36.3 IsKubeletLabel,
+// enforced by ValidateKubeletFlags in kubernetes/kubernetes
+// cmd/kubelet/app/options/options.go@v1.36.3), so it cannot go through
+// k3s's --node-label: only the API can set it, once the Node exists.
+const (
+	workerRoleLabel = "node-role.kubernetes.io/worker"
+	workerRoleValue = "worker"
+)
+
+// stepLabelNodes gives every agent's Node the lane's node label (the
+// device plugin and sriov-cni select on it) and the worker role.
 func stepLabelNodes(ctx context.Context, c *Session) error {
 	key, val := c.Lane.NodeLabelKV()
-	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]string{key: val}}})
+	labels := map[string]string{key: val, workerRoleLabel: workerRoleValue}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
+	if err != nil {
+		return fmt.Errorf("rendering node labels: %w", err)
+	}
 	for _, a := range c.Agents {
 		if _, err := c.Kube.Typed.CoreV1().Nodes().Patch(ctx, a.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "sriov-lane"}); err != nil {
-			return fmt.Errorf("labelling node %s %s: %w", a.Name, c.Lane.NodeLabel, err)
+			return fmt.Errorf("labelling node %s %s and %s=%s: %w", a.Name, c.Lane.NodeLabel, workerRoleLabel, workerRoleValue, err)
 		}
 	}
 	return nil
@@ -210,7 +250,7 @@ func CNIOptions(l *config.Lane, pfNamesInNodes []string) cni.Options {
 		IPFamily: l.IPFamily,
 		Calico:   cni.CalicoOptions{ManifestDir: l.Calico.ManifestDir, CacheDir: statedir.Dir(l.StateDir).Cache()},
 		// Without a certificate (plan); up adds one (cni.WithWebhookCerts).
-		NetworkResourcesInjector: cni.NRIOptions{Enabled: l.Components.NetworkResourcesInjector},
+		NetworkResourcesInjector: cni.InjectorOptions{Enabled: l.Components.NetworkResourcesInjector},
 	}
 }
 
@@ -242,12 +282,46 @@ func stepDeployComponents(ctx context.Context, c *Session) error {
 		return err
 	}
 	c.objects = objs
-	return cni.Apply(ctx, c.Kube, objs, c.Progress.Detailf)
+	return cni.Apply(ctx, c.Kube, objs, c.Log)
 }
 
+// stepWait waits, up to waitTimeout, for what makes the lane usable. All the
+// while it reports at once each pod whose image the nodes cannot pull, and
+// keeps waiting: kubelet retries, a registry may recover, and the user may
+// load the image meanwhile; failing at the first ErrImagePull would undo a
+// lane that a retry seconds later brings up. When the wait fails, its error
+// ends with every pod that is not Ready and why.
 func stepWait(ctx context.Context, c *Session) error {
-	ctx, cancel := context.WithTimeout(ctx, c.Lane.WaitTimeout.Duration)
+	wctx, cancel := context.WithTimeout(ctx, c.Lane.WaitTimeout.Duration)
 	defer cancel()
+	hint := pullHint(c.Lane)
+	stop := cni.ReportPullFailures(wctx, c.Kube.Typed, c.Log, hint)
+	err := waitLane(wctx, c)
+	stop()
+	if err == nil || ctx.Err() != nil {
+		// Interrupted: the undo comes first, not a cluster listing.
+		return err
+	}
+	return cni.WithUnreadyPods(wctx, c.Kube.Typed, err, hint)
+}
+
+// pullHint says what to do when the nodes cannot pull an image.
+func pullHint(l *config.Lane) string {
+	load := "sriov-lane load --name " + l.Name
+	if l.StateDir != config.DefaultStateDir {
+		load += " --state-dir " + l.StateDir
+	}
+	load += " IMAGE..."
+	if l.ImageRegistryMirror == "" {
+		return fmt.Sprintf("the nodes pull from each image's own registry: set imageRegistryMirror (--image-registry-mirror) "+
+			"to a registry they reach, pre-seeded with the images 'sriov-lane plan' lists, or import the images from this host's Docker with '%s'", load)
+	}
+	return fmt.Sprintf("the nodes pull every image through imageRegistryMirror %s: check that they reach it and that it holds "+
+		"the images 'sriov-lane plan' lists, or import the images from this host's Docker with '%s'", l.ImageRegistryMirror, load)
+}
+
+// waitLane is stepWait's wait proper, bounded by ctx.
+func waitLane(ctx context.Context, c *Session) error {
 	nodes, err := c.Provider.Nodes(ctx, c.Lane.ClusterName())
 	if err != nil {
 		return err
@@ -263,6 +337,12 @@ func stepWait(ctx context.Context, c *Session) error {
 	// crash) is named by the rollout wait, while allocatable would only
 	// time out. The device plugin's pods are what make allocatable appear.
 	if err := cni.WaitDaemonSets(ctx, c.Kube.Typed, c.objects); err != nil {
+		return err
+	}
+	// k3s's packaged components the lane keeps run on the pod network, so
+	// only now can they be available; waiting for them here makes up's
+	// baseline (and reset's wait) hold what k3s deployed, not half of it.
+	if err := cni.WaitDeployments(ctx, c.Kube.Typed, k3sWorkloads()); err != nil {
 		return err
 	}
 	// The injector's Deployment, then its webhook reached through the API
@@ -283,4 +363,83 @@ func stepWait(ctx context.Context, c *Session) error {
 		want[p.Node] += int64(p.VFs)
 	}
 	return cni.WaitAllocatable(ctx, c.Kube.Typed, want, c.Lane.Resource())
+}
+
+// k3sWorkloads are the Deployments k3s deploys in kube-system for the
+// packaged components a lane keeps, as objects the rollout waits read.
+func k3sWorkloads() []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, c := range provider.K3sKept {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion("apps/v1")
+		u.SetKind("Deployment")
+		u.SetNamespace(metav1.NamespaceSystem)
+		u.SetName(c.Deployment)
+		out = append(out, u)
+	}
+	return out
+}
+
+// stepOutputs writes what kubevirtci's cluster-up expects when asked:
+// .kubeconfig, .kubectl and config-provider-<provider>.sh.
+func stepOutputs(ctx context.Context, c *Session) error {
+	if c.KubevirtciDir == "" {
+		return nil
+	}
+	dir, err := filepath.Abs(c.KubevirtciDir)
+	if err != nil {
+		return err
+	}
+	name, err := kubevirtciProviderName(dir)
+	if err != nil {
+		return err
+	}
+	kc, kubectl := filepath.Join(dir, ".kubeconfig"), filepath.Join(dir, ".kubectl")
+	provider := filepath.Join(dir, "config-provider-"+name+".sh")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := writeOutsideFile(c, kc, func(p string) error {
+		return c.Provider.WriteKubeconfig(ctx, c.Lane.ClusterName(), p)
+	}); err != nil {
+		return err
+	}
+	// k3s's multi-call binary is kubectl only when run under that very name;
+	// kubevirtci runs it as .kubectl. The binary goes into the lane dir
+	// (removed with the lane) and .kubectl is a wrapper that runs it.
+	bin := c.Lane.Dir().Kubectl()
+	if err := writeOutsideFile(c, bin, func(p string) error {
+		return c.Provider.CopyKubectl(ctx, c.Lane.ClusterName(), p)
+	}); err != nil {
+		return err
+	}
+	if err := writeOutsideFile(c, kubectl, func(p string) error {
+		return writeExecutable(p, kubectlWrapper(bin))
+	}); err != nil {
+		return err
+	}
+	return writeOutsideFile(c, provider, func(p string) error {
+		if err := os.WriteFile(p, []byte(kubevirtciProviderConfig(c.Lane, kc, kubectl)), 0o644); err != nil {
+			return fmt.Errorf("writing %s: %w", p, err)
+		}
+		return nil
+	})
+}
+
+func stepPostUpHooks(ctx context.Context, c *Session) error {
+	return runHooks(ctx, c, "post-up", c.Lane.Hooks.PostUp, c.Kubeconfig)
+}
+
+// stepRecordBaseline is up's last step: what the cluster holds now, after
+// the components and the post-up hooks, is what reset returns the lane to.
+func stepRecordBaseline(ctx context.Context, c *Session) error {
+	b, err := reset.Record(ctx, c.Kube, time.Now())
+	if err != nil {
+		return fmt.Errorf("recording what the cluster holds for reset: %w", err)
+	}
+	c.Log.V(1).Infof("%d namespaces, %d cluster-scoped objects", len(b.Namespaces), len(b.Objects))
+	if len(b.Unlisted) > 0 {
+		c.Log.V(1).Infof("not read (reset leaves them alone): %s", strings.Join(b.Unlisted, ", "))
+	}
+	return reset.Save(c.Lane.Dir(), b)
 }

@@ -74,7 +74,8 @@ func DatastoreVolumeName(cluster string) string { return "k3d-" + cluster + "-da
 
 // ClusterConfig translates a lane into k3d's simple config: one server and
 // l.Agents agents, no load balancer, the API on 127.0.0.1:l.APIPort, k3s's
-// own flannel, network policy and traefik off (the lane deploys its CNI),
+// own flannel and network policy off (the lane deploys its CNI), the
+// packaged components K3sDisabled names off,
 // agents set up for the CPU manager, VFIO and kernel modules, a distinct
 // /etc/machine-id per node, every kubelet allowed to run on a cgroup v1 host
 // and the registries config. l is a lane config.Validate accepted; only
@@ -110,12 +111,11 @@ func ClusterConfig(l *config.Lane, host HostFacts) (*v1alpha5.SimpleConfig, erro
 
 	server := []string{"server:0"}
 	agents := []string{"agent:*"}
-	serverArgs := []string{
-		"--disable=traefik",
+	serverArgs := append(k3sDisableArgs(),
 		"--flannel-backend=none",
 		"--disable-network-policy",
-		"--cluster-cidr=" + cidr,
-	}
+		"--cluster-cidr="+cidr,
+	)
 	if serviceCIDR != "" {
 		serverArgs = append(serverArgs, "--service-cidr="+serviceCIDR)
 	}
@@ -132,9 +132,10 @@ func ClusterConfig(l *config.Lane, host HostFacts) (*v1alpha5.SimpleConfig, erro
 			Arg: "--kubelet-arg=" + kubeletAllowCgroupV1, NodeFilters: []string{"server:*", "agent:*"},
 		})
 	}
-	sc.Options.K3sOptions.NodeLabels = []v1alpha5.LabelWithNodeFilters{
-		{Label: "node-role.kubernetes.io/worker=worker", NodeFilters: agents},
-	}
+	// No --node-label here: k3s hands each one to kubelet's --node-labels
+	// unchanged and kubelet refuses to start with a kubernetes.io label
+	// outside its own set (node-role.kubernetes.io/worker among them), so up
+	// labels the agents' Nodes through the API instead (pkg/lane).
 
 	vol := func(spec string, filters ...string) {
 		sc.Volumes = append(sc.Volumes, v1alpha5.VolumeWithNodeFilters{Volume: spec, NodeFilters: filters})
@@ -150,6 +151,9 @@ func ClusterConfig(l *config.Lane, host HostFacts) (*v1alpha5.SimpleConfig, erro
 	}
 	if host.LibModules {
 		vol(libModules+":"+libModules+":ro", agents...)
+	}
+	if l.IPFamily != config.IPFamilyIPv4 {
+		vol(ipv6HookFile(l)+":"+ipv6HookInNode+":ro", "server:*", "agent:*")
 	}
 	// Every node needs its own machine-id: kubelet and CNIs derive node
 	// identity from it, and containers otherwise share the image's.

@@ -132,9 +132,17 @@ func TestClusterConfigThroughK3d(t *testing.T) {
 	if srv == nil || srv.Role != k3d.ServerRole {
 		t.Fatalf("server-0 missing: %v", byName)
 	}
-	for _, a := range []string{"--disable=traefik", "--flannel-backend=none", "--disable-network-policy", "--cluster-cidr=10.42.0.0/16"} {
+	for _, a := range []string{"--disable=traefik", "--disable=servicelb", "--disable=metrics-server", "--flannel-backend=none", "--disable-network-policy", "--cluster-cidr=10.42.0.0/16"} {
 		if !slices.Contains(srv.Args, a) {
 			t.Errorf("server args %v lack %s", srv.Args, a)
+		}
+	}
+	// CoreDNS and local-storage stay: k3d skips its CoreDNS host entries
+	// for any --disable flag naming coredns (pkg/client/cluster.go@v5.9.0),
+	// and the lane's PVCs need the default StorageClass.
+	for _, a := range srv.Args {
+		if strings.HasPrefix(a, "--disable=") && (strings.Contains(a, "coredns") || strings.Contains(a, "local-storage")) {
+			t.Errorf("server arg %s disables a component the lane keeps", a)
 		}
 	}
 	if slices.ContainsFunc(srv.Args, func(s string) bool { return strings.HasPrefix(s, "--kubelet-arg") }) {
@@ -154,8 +162,10 @@ func TestClusterConfigThroughK3d(t *testing.T) {
 		if slices.Contains(a.Args, "--disable=traefik") {
 			t.Errorf("%s got server args", a.Name)
 		}
-		if a.K3sNodeLabels["node-role.kubernetes.io/worker"] != "worker" {
-			t.Errorf("%s labels %v", a.Name, a.K3sNodeLabels)
+		// The worker role is set through the API (pkg/lane): as a k3s
+		// --node-label kubelet would refuse it and the agent never start.
+		if len(a.K3sNodeLabels) > 0 || slices.ContainsFunc(a.Args, func(s string) bool { return strings.HasPrefix(s, "--node-label") }) {
+			t.Errorf("%s gets k3s node labels %v, args %v", a.Name, a.K3sNodeLabels, a.Args)
 		}
 		for _, want := range []string{"/dev/vfio:/dev/vfio", "/lib/modules:/lib/modules:ro"} {
 			if !slices.Contains(a.Volumes, want) {
@@ -236,5 +246,72 @@ func TestClusterConfigCgroupV1ReachesEveryNode(t *testing.T) {
 				t.Errorf("server got the agents' kubelet args: %v", n.Args)
 			}
 		}
+	}
+}
+
+// Each k3s component is either disabled or kept, never both, and every
+// name is one k3s's --disable knows (k3s-io/k3s pkg/cli/cmds/server.go).
+func TestK3sComponentsPartition(t *testing.T) {
+	known := []string{"coredns", "servicelb", "traefik", "local-storage", "metrics-server", "runtimes"}
+	seen := map[string]bool{}
+	for _, n := range K3sDisabled {
+		if !slices.Contains(known, n) || seen[n] {
+			t.Errorf("disabled %q unknown to k3s or listed twice", n)
+		}
+		seen[n] = true
+	}
+	for _, c := range K3sKept {
+		if !slices.Contains(known, c.Name) || seen[c.Name] {
+			t.Errorf("kept %q unknown to k3s or also disabled", c.Name)
+		}
+		seen[c.Name] = true
+		if c.Deployment == "" || len(c.Images) == 0 {
+			t.Errorf("kept %q names no Deployment or images", c.Name)
+		}
+	}
+	sc, err := ClusterConfig(config.Default(), allHost())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var disables []string
+	for _, a := range sc.Options.K3sOptions.ExtraArgs {
+		if name, ok := strings.CutPrefix(a.Arg, "--disable="); ok {
+			disables = append(disables, name)
+		}
+	}
+	if !slices.Equal(disables, K3sDisabled) {
+		t.Errorf("--disable args %v, want %v", disables, K3sDisabled)
+	}
+}
+
+func TestK3sNodeImagesKnownOnlyForDefaultImage(t *testing.T) {
+	l := config.Default()
+	imgs, known := K3sNodeImages(l)
+	if !known || imgs[0] != K3sPauseImage || !slices.Contains(imgs, K3sCoreDNSImage) || !slices.Contains(imgs, K3sLocalPathImage) || !slices.Contains(imgs, K3sLocalPathHelperImage) {
+		t.Errorf("default lane: %v known=%v", imgs, known)
+	}
+	l.K3sImage = "rancher/k3s:v1.36.1-k3s1"
+	if _, known := K3sNodeImages(l); known {
+		t.Error("images claimed known for a k3s image they were not read at")
+	}
+	for _, img := range imgs {
+		if !strings.HasPrefix(img, "docker.io/rancher/") || !strings.Contains(img, ":") {
+			t.Errorf("%s: k3s's images are Docker Hub rancher/ images with a tag", img)
+		}
+	}
+}
+
+func TestHostImages(t *testing.T) {
+	t.Setenv("K3D_IMAGE_TOOLS", "")
+	l := config.Default()
+	got := HostImages(l)
+	if len(got) != 3 || got[0].Image != config.DefaultK3sImage || got[1].Image != "ghcr.io/k3d-io/k3d-tools:latest" || got[2].Image != config.DefaultRegistryImage {
+		t.Errorf("host images %v", got)
+	}
+	off := false
+	l.Registry.Enabled = &off
+	l.ToolsImage = "mirror.example/k3d-tools:5.9.0"
+	if got := HostImages(l); len(got) != 2 || got[1].Image != l.ToolsImage {
+		t.Errorf("host images without registry, own tools image: %v", got)
 	}
 }

@@ -14,21 +14,24 @@ import (
 	k3d "github.com/k3d-io/k3d/v5/pkg/types"
 
 	"github.com/sriov-lane/sriov-lane/pkg/config"
+	"github.com/sriov-lane/sriov-lane/pkg/log"
 )
-
-// Progress receives per-node progress: node is a container name (or
-// "registry"), msg a short state such as "running" or "ready".
-type Progress func(node, msg string)
 
 // CreateOptions tune Create.
 type CreateOptions struct {
-	Progress Progress
-	// Note receives what about this host makes the cluster differ from
-	// the default (HostFacts.Notes), for the user to see.
-	Note func(msg string)
+	// Log shows what about this host makes the cluster differ from the
+	// default (HostFacts.Notes) as warnings, for the user to see, and each
+	// node's progress ("<container>: running", "registry: ready") at V(1);
+	// nil discards.
+	Log log.Logger
 	// Retain keeps whatever a failed Create made, for debugging.
 	Retain bool
 }
+
+// createCleanupTimeout bounds removing what a failed Create made: a few
+// containers, a network and volumes, each gone in seconds; a Docker that
+// takes longer is stuck, and the error tells the user to run down.
+const createCleanupTimeout = 2 * time.Minute
 
 // envToolsImage is how k3d learns its tools image: it reads only this
 // environment variable (no API field), so Create sets it for the process.
@@ -57,9 +60,9 @@ var ErrExists = errors.New("already exists")
 // volume, registry, machine-id files) unless opts.Retain, and the error
 // names the failing node and quotes the end of its log.
 func (p *Provider) Create(ctx context.Context, l *config.Lane, opts CreateOptions) (err error) {
-	progress := opts.Progress
-	if progress == nil {
-		progress = func(string, string) {}
+	lg := opts.Log
+	if lg == nil {
+		lg = log.Noop
 	}
 	name := l.ClusterName()
 	ctx, cancel := context.WithTimeout(ctx, l.WaitTimeout.Duration)
@@ -73,10 +76,8 @@ func (p *Provider) Create(ctx context.Context, l *config.Lane, opts CreateOption
 	if err := p.RefuseExisting(ctx, name, l.RegistryEnabled()); err != nil {
 		return err
 	}
-	if opts.Note != nil {
-		for _, n := range host.Notes() {
-			opts.Note(n)
-		}
+	for _, n := range host.Notes() {
+		lg.Warn(n)
 	}
 	if l.ToolsImage != "" {
 		if err := os.Setenv(envToolsImage, l.ToolsImage); err != nil {
@@ -90,17 +91,22 @@ func (p *Provider) Create(ctx context.Context, l *config.Lane, opts CreateOption
 			return
 		}
 		// The caller's ctx may be what expired: clean up on a fresh one.
-		cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+		cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), createCleanupTimeout)
 		defer ccancel()
 		if _, derr := p.delete(cctx, name); derr != nil {
 			err = fmt.Errorf("%w\nremoving what the failed create made also failed (remove it with `sriov-lane down`): %v", err, derr)
 		}
-		if rerr := os.RemoveAll(l.Dir().MachineIDs()); rerr != nil {
-			err = fmt.Errorf("%w\nremoving machine-id files: %v", err, rerr)
+		for _, dir := range []string{l.Dir().MachineIDs(), l.Dir().NodeHooks()} {
+			if rerr := os.RemoveAll(dir); rerr != nil {
+				err = fmt.Errorf("%w\nremoving %s: %v", err, dir, rerr)
+			}
 		}
 	}()
 
 	if err := writeMachineIDs(l); err != nil {
+		return err
+	}
+	if err := writeNodeHooks(l); err != nil {
 		return err
 	}
 	// Before k3d's transform: its validation creates a plain volume for a
@@ -126,7 +132,7 @@ func (p *Provider) Create(ctx context.Context, l *config.Lane, opts CreateOption
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
-		p.watchNodes(watchCtx, name, progress)
+		p.watchNodes(watchCtx, name, lg)
 	}()
 	runErr := k3dclient.ClusterRun(ctx, runtimes.Docker, cc)
 	stopWatch()
@@ -136,16 +142,16 @@ func (p *Provider) Create(ctx context.Context, l *config.Lane, opts CreateOption
 	}
 	for _, n := range cc.Nodes {
 		if n.Role == k3d.ServerRole || n.Role == k3d.AgentRole {
-			progress(n.Name, "ready")
+			nodeProgress(lg, n.Name, "ready")
 		}
 	}
 
 	if l.RegistryEnabled() {
-		progress(RegistryAlias, "starting on "+l.Registry.Address)
+		nodeProgress(lg, RegistryAlias, "starting on "+l.Registry.Address)
 		if err := p.createRegistry(ctx, l); err != nil {
 			return fmt.Errorf("creating lane %s: %w", name, err)
 		}
-		progress(RegistryAlias, "ready")
+		nodeProgress(lg, RegistryAlias, "ready")
 	}
 	return nil
 }
@@ -172,6 +178,10 @@ func (p *Provider) RefuseExisting(ctx context.Context, cluster string, registry 
 	return nil
 }
 
+// k3dHostsFileSettle is how old a k3d-hostsfile-* must be before it is
+// removed: k3d reads its file back a second after writing it.
+const k3dHostsFileSettle = 3 * time.Second
+
 // sweepK3dTempFiles works around k3d v5.9.0 leaving one k3d-hostsfile-* in
 // the temp dir per node per create (pkg/client/hooks.go never removes it):
 // it notes what is there now and returns a func that removes the new ones
@@ -189,7 +199,7 @@ func sweepK3dTempFiles() func() {
 		for _, f := range m {
 			// Another process's create may be between writing its file and
 			// reading it back (k3d sleeps 1 s there): leave fresh files.
-			if fi, err := os.Stat(f); err == nil && !before[f] && time.Since(fi.ModTime()) > 3*time.Second {
+			if fi, err := os.Stat(f); err == nil && !before[f] && time.Since(fi.ModTime()) > k3dHostsFileSettle {
 				os.Remove(f)
 			}
 		}

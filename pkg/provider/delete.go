@@ -10,7 +10,9 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/volume"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // Delete removes the lane's cluster, registry and anything a failed create
@@ -47,11 +49,8 @@ func (p *Provider) delete(ctx context.Context, cluster string) (removed []string
 	rm, rmErrs := p.removeContainers(ctx, cluster, isNode)
 	removed, errs = append(removed, rm...), append(errs, rmErrs...)
 
-	if err := p.docker.NetworkRemove(ctx, NetworkName(cluster)); err == nil {
-		removed = append(removed, "network "+NetworkName(cluster))
-	} else if !cerrdefs.IsNotFound(err) {
-		errs = append(errs, fmt.Errorf("removing network %s: %w", NetworkName(cluster), err))
-	}
+	rm, netErrs := p.removeNetworks(ctx, cluster)
+	removed, errs = append(removed, rm...), append(errs, netErrs...)
 
 	vols := map[string]bool{ImageVolumeName(cluster): true}
 	if vl, err := p.docker.VolumeList(ctx, volume.ListOptions{Filters: filters.NewArgs(filters.Arg("label", labelK3dCluster+"="+cluster))}); err == nil {
@@ -77,6 +76,30 @@ func (p *Provider) delete(ctx context.Context, cluster string) (removed []string
 		return removed, fmt.Errorf("deleting lane cluster %s: %w", cluster, errors.Join(errs...))
 	}
 	return removed, nil
+}
+
+// removeNetworks removes every network named for the cluster, by ID. There
+// can be two: Docker finishes a network create whose client was killed (an
+// up SIGKILLed inside k3d's create) after the next up looked for one and
+// made its own, and Docker 20.10 refuses to remove either by the name they
+// share ("network ... is ambiguous"), which left down unable to finish.
+func (p *Provider) removeNetworks(ctx context.Context, cluster string) (removed []string, errs []error) {
+	name := NetworkName(cluster)
+	nets, err := p.docker.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(filters.Arg("name", name))})
+	if err != nil {
+		return nil, []error{fmt.Errorf("listing networks named %s: %w", name, err)}
+	}
+	for _, n := range nets {
+		if n.Name != name { // the name filter matches substrings
+			continue
+		}
+		if err := p.docker.NetworkRemove(ctx, n.ID); err == nil {
+			removed = append(removed, "network "+name)
+		} else if !cerrdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("removing network %s (%.12s): %w", name, n.ID, err))
+		}
+	}
+	return removed, errs
 }
 
 // removeContainers removes every container labelled for the cluster (its
@@ -127,51 +150,49 @@ func (p *Provider) removeContainers(ctx context.Context, cluster string, isNode 
 // mid-delete, the next down can find the node gone and its volume still
 // held for a moment.
 func (p *Provider) removeVolume(ctx context.Context, name string, inUse func()) error {
-	return retryFor(ctx, volumeReleaseTimeout, func() (bool, error) {
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, dockerRetryInterval, volumeReleaseTimeout, true, func(context.Context) (bool, error) {
 		// Not forced: Docker ignores "no such volume" when forcing, and the
 		// note must say whether the volume was there.
-		err := p.docker.VolumeRemove(ctx, name, false)
-		if cerrdefs.IsConflict(err) {
+		last = p.docker.VolumeRemove(ctx, name, false)
+		if cerrdefs.IsConflict(last) {
 			inUse()
+			return false, nil
 		}
-		return !cerrdefs.IsConflict(err), err
+		return true, nil
 	})
+	if err != nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	// Removed, refused for another reason, or still in use when the
+	// timeout passed: Docker's last answer says which.
+	return last
 }
 
 // volumeReleaseTimeout bounds the wait for a volume a container being
 // removed still holds; a volume held longer is held by a container that is
-// not the lane's, and down says so.
+// not the lane's, and down says so. A var: a test shortens it.
 var volumeReleaseTimeout = 10 * time.Second
 
 // containerGoneTimeout bounds the wait for a removal Docker already has
 // under way; removing a node container takes well under a second.
 const containerGoneTimeout = 30 * time.Second
 
+// dockerRetryInterval is how often delete asks Docker again about what it
+// is still finishing: each ask is one cheap API call.
+const dockerRetryInterval = 100 * time.Millisecond
+
 // waitContainerGone waits until the container no longer exists.
 func (p *Provider) waitContainerGone(ctx context.Context, id string) error {
-	return retryFor(ctx, containerGoneTimeout, func() (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, dockerRetryInterval, containerGoneTimeout, true, func(context.Context) (bool, error) {
 		_, err := p.docker.ContainerInspect(ctx, id)
-		if cerrdefs.IsNotFound(err) {
-			return true, nil
-		}
-		return false, fmt.Errorf("container %s is still being removed after %s", id[:min(12, len(id))], containerGoneTimeout)
+		return cerrdefs.IsNotFound(err), nil
 	})
-}
-
-// retryFor calls try every 100 ms until it says it is done or timeout has
-// passed, and returns try's last error; ctx ending first returns ctx's.
-// delete waits so for what Docker is still finishing.
-func retryFor(ctx context.Context, timeout time.Duration, try func() (done bool, err error)) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		done, err := try()
-		if done || time.Now().After(deadline) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
 	}
+	return fmt.Errorf("container %s is still being removed after %s", id[:min(12, len(id))], containerGoneTimeout)
 }

@@ -12,50 +12,60 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/pkg/stdcopy"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/sriov-lane/sriov-lane/pkg/config"
+	"github.com/sriov-lane/sriov-lane/pkg/log"
 )
 
 // logTailLines is how much of a failed node's log an error quotes.
 const logTailLines = 20
 
-// watchNodes reports each cluster container's state changes until ctx ends.
-// k3d offers no progress hook, so the lane watches Docker instead.
-func (p *Provider) watchNodes(ctx context.Context, cluster string, progress Progress) {
+// diagnoseTimeout bounds listing the containers and reading a log tail for
+// a failed create's error, on a fresh context since the create's may be
+// what expired: two Docker calls, each answered in well under a second.
+const diagnoseTimeout = 20 * time.Second
+
+// nodeWatchInterval is how often Create lists the cluster's containers to
+// report their states: often enough to show each step of a node's start,
+// one cheap Docker call each.
+const nodeWatchInterval = 250 * time.Millisecond
+
+// nodeProgress is the one line of a node's (or the registry's) progress:
+// detail, shown under -v.
+func nodeProgress(lg log.Logger, node, state string) { lg.V(1).Infof("%s: %s", node, state) }
+
+// watchNodes reports each cluster container's state changes at V(1) until
+// ctx ends. k3d offers no progress hook, so the lane watches Docker instead.
+func (p *Provider) watchNodes(ctx context.Context, cluster string, lg log.Logger) {
 	seen := map[string]string{}
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
-	for {
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
 		list, err := p.docker.ContainerList(ctx, container.ListOptions{
 			All:     true,
 			Filters: filters.NewArgs(filters.Arg("label", labelK3dCluster+"="+cluster)),
 		})
-		if err == nil {
-			sort.Slice(list, func(i, j int) bool { return fmt.Sprint(list[i].Names) < fmt.Sprint(list[j].Names) })
-			for _, c := range list {
-				if len(c.Names) == 0 {
-					continue
-				}
-				n := trimSlash(c.Names[0])
-				if seen[n] != c.State {
-					seen[n] = c.State
-					progress(n, c.State)
-				}
+		if err != nil {
+			return
+		}
+		sort.Slice(list, func(i, j int) bool { return fmt.Sprint(list[i].Names) < fmt.Sprint(list[j].Names) })
+		for _, c := range list {
+			if len(c.Names) == 0 {
+				continue
+			}
+			n := trimSlash(c.Names[0])
+			if seen[n] != c.State {
+				seen[n] = c.State
+				nodeProgress(lg, n, c.State)
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
+	}, nodeWatchInterval)
 }
 
 // explainFailure adds to a create error the node it is about and the last
 // lines of that node's log: k3d's own errors say "failed to get ready" and
 // little else.
 func (p *Provider) explainFailure(ctx context.Context, l *config.Lane, err error) error {
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), diagnoseTimeout)
 	defer cancel()
 	name := l.ClusterName()
 	list, lerr := p.docker.ContainerList(dctx, container.ListOptions{

@@ -10,6 +10,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/pkg/stdcopy"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // execResult is what a command run in a container left behind.
@@ -64,32 +65,34 @@ func (p *Provider) exec(ctx context.Context, containerID string, argv []string, 
 	}
 	// The output stream ends when the process exits; the daemon may take a
 	// moment more to record the exit code.
-	for {
-		ins, err := p.docker.ContainerExecInspect(ctx, created.ID)
-		if err != nil {
-			return execResult{}, fmt.Errorf("inspecting exec %q: %w", argv, err)
-		}
-		if !ins.Running {
-			res := execResult{ExitCode: ins.ExitCode, Stdout: out.String(), Stderr: errb.String()}
-			if res.ExitCode != 0 {
-				// A command that failed before reading all its input
-				// breaks the stdin pipe; its own exit and stderr say why,
-				// the broken pipe does not. The deferred Close ends the
-				// stdin copy.
-				return res, nil
-			}
-			if err := <-stdinErr; err != nil {
-				return execResult{}, fmt.Errorf("writing stdin of exec %q: %w", argv, err)
-			}
-			return res, nil
-		}
-		select {
-		case <-ctx.Done():
-			return execResult{}, fmt.Errorf("exec %q: %w", argv, ctx.Err())
-		case <-time.After(20 * time.Millisecond):
-		}
+	var ins container.ExecInspect
+	var inspectErr error
+	err = wait.PollUntilContextCancel(ctx, execExitPollInterval, true, func(ctx context.Context) (bool, error) {
+		ins, inspectErr = p.docker.ContainerExecInspect(ctx, created.ID)
+		return inspectErr != nil || !ins.Running, nil
+	})
+	switch {
+	case inspectErr != nil:
+		return execResult{}, fmt.Errorf("inspecting exec %q: %w", argv, inspectErr)
+	case err != nil:
+		return execResult{}, fmt.Errorf("exec %q: %w", argv, err)
 	}
+	res := execResult{ExitCode: ins.ExitCode, Stdout: out.String(), Stderr: errb.String()}
+	if res.ExitCode != 0 {
+		// A command that failed before reading all its input breaks the
+		// stdin pipe; its own exit and stderr say why, the broken pipe does
+		// not. The deferred Close ends the stdin copy.
+		return res, nil
+	}
+	if err := <-stdinErr; err != nil {
+		return execResult{}, fmt.Errorf("writing stdin of exec %q: %w", argv, err)
+	}
+	return res, nil
 }
+
+// execExitPollInterval is how often exec asks the daemon for the exit code
+// after the output ended: it records it within milliseconds.
+const execExitPollInterval = 20 * time.Millisecond
 
 // run is exec that fails on a non-zero exit, quoting the command's stderr.
 func (p *Provider) run(ctx context.Context, containerID string, argv []string, stdin io.Reader) error {

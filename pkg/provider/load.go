@@ -17,10 +17,16 @@ func (p *Provider) Load(ctx context.Context, cluster string, images ...string) e
 	if len(images) == 0 {
 		return errors.New("load: no images given")
 	}
+	// Every missing image at once: with --plan-images a user pulls them
+	// all before trying again.
+	var missing []error
 	for _, img := range images {
 		if _, err := p.docker.ImageInspect(ctx, img); err != nil {
-			return fmt.Errorf("load: image %s is not on the host (pull or build it first): %w", img, err)
+			missing = append(missing, fmt.Errorf("image %s is not on the host (pull or build it first): %w", img, err))
 		}
+	}
+	if err := errors.Join(missing...); err != nil {
+		return fmt.Errorf("load: %w", err)
 	}
 	nodes, err := p.Nodes(ctx, cluster)
 	if err != nil {

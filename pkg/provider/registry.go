@@ -15,6 +15,7 @@ import (
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/go-connections/nat"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/sriov-lane/sriov-lane/pkg/config"
 )
@@ -60,30 +61,39 @@ func (p *Provider) createRegistry(ctx context.Context, l *config.Lane) error {
 	return nil
 }
 
-// waitRegistry polls http://addr/v2/ until it answers 200.
+// registryProbeTimeout bounds one GET /v2/: the registry answers from
+// memory in milliseconds once it listens; a request that hangs longer is
+// retried rather than left to eat the create's wait.
+const registryProbeTimeout = 2 * time.Second
+
+// registryPollInterval is how often the registry is asked again while it
+// starts: it takes a second or so, and each ask is one local request.
+const registryPollInterval = 100 * time.Millisecond
+
+// waitRegistry polls http://addr/v2/ until it answers 200, within ctx.
 func waitRegistry(ctx context.Context, addr string) error {
-	hc := &http.Client{Timeout: 2 * time.Second}
+	hc := &http.Client{Timeout: registryProbeTimeout}
 	var last error
-	for {
+	err := wait.PollUntilContextCancel(ctx, registryPollInterval, true, func(ctx context.Context) (bool, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/v2/", nil)
 		if err != nil {
-			return err
+			return false, err
 		}
 		resp, err := hc.Do(req)
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return nil
+				return true, nil
 			}
 			err = fmt.Errorf("GET /v2/ answered %s", resp.Status)
 		}
 		last = err
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("not answering on %s: %w (last: %v)", addr, ctx.Err(), last)
-		case <-time.After(100 * time.Millisecond):
-		}
+		return false, nil
+	})
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("not answering on %s: %w (last: %v)", addr, ctx.Err(), last)
 	}
+	return err
 }
 
 // errNotOurs is returned when a container by the registry's name exists but

@@ -3,6 +3,7 @@ package provider
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -17,7 +18,6 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
@@ -27,6 +27,7 @@ import (
 	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/containerns"
 	"github.com/sriov-lane/sriov-lane/pkg/journal"
+	"github.com/sriov-lane/sriov-lane/pkg/log"
 	"github.com/sriov-lane/sriov-lane/test/testutil"
 )
 
@@ -49,16 +50,6 @@ func rigDocker(t *testing.T) (*Provider, *client.Client) {
 	return NewWithClient(cli), cli
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // testLane is a lane on stand-in images whose state (machine-ids) and VFIO
 // dir live in the test's temp dir. vfio is a plain file standing for the
 // VFIO container device, so Prepare's chmod can be observed from the host.
@@ -77,7 +68,7 @@ func testLane(t *testing.T, name string, agents int) *config.Lane {
 	l.Agents = agents
 	l.K3sImage = testutil.StandinK3sImage
 	l.ToolsImage = testutil.StandinToolsImage
-	l.APIPort = freePort(t)
+	l.APIPort = testutil.FreePort(t)
 	l.Registry.Enabled = new(bool)
 	l.StateDir = filepath.Join(dir, "state")
 	l.VFIODir = vfio
@@ -103,45 +94,41 @@ func cleanupLane(t *testing.T, p *Provider, cli *client.Client, name string) {
 	})
 }
 
-// leftovers lists every Docker object of the lane that still exists.
+// leftovers lists every Docker object of the lane that still exists: what
+// testutil.K3dLeftovers finds of the cluster, and the lane's registry and
+// first nodes by name, which a failed create may leave unlabelled.
 func leftovers(ctx context.Context, t *testing.T, cli *client.Client, name string) []string {
 	t.Helper()
-	var left []string
-	list, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", labelK3dCluster+"="+name))})
+	left, err := testutil.K3dLeftovers(ctx, cli, name, RegistryName(name), NodeName(name, RoleServer, 0), NodeName(name, RoleAgent, 0))
 	if err != nil {
 		t.Fatal(err)
-	}
-	for _, c := range list {
-		left = append(left, "container "+c.Names[0])
-	}
-	for _, n := range []string{RegistryName(name), NodeName(name, RoleServer, 0), NodeName(name, RoleAgent, 0)} {
-		if _, err := cli.ContainerInspect(ctx, n); !cerrdefs.IsNotFound(err) {
-			left = append(left, "container "+n)
-		}
-	}
-	if _, err := cli.NetworkInspect(ctx, NetworkName(name), network.InspectOptions{}); !cerrdefs.IsNotFound(err) {
-		left = append(left, "network "+NetworkName(name))
-	}
-	if _, err := cli.VolumeInspect(ctx, ImageVolumeName(name)); !cerrdefs.IsNotFound(err) {
-		left = append(left, "volume "+ImageVolumeName(name))
 	}
 	return left
 }
 
-// progressLog records Create's progress calls.
+// progressLog records the progress lines Create logs ("node: state" at
+// V(1)), read back from what a verbose printer writes.
 type progressLog struct {
+	t      *testing.T
 	mu     sync.Mutex
 	events map[string][]string
 }
 
-func (pl *progressLog) fn(t *testing.T) Progress {
-	pl.events = map[string][]string{}
-	return func(node, msg string) {
-		pl.mu.Lock()
-		defer pl.mu.Unlock()
-		pl.events[node] = append(pl.events[node], msg)
-		t.Logf("progress %s: %s", node, msg)
+func (pl *progressLog) logger(t *testing.T) log.Logger {
+	pl.t, pl.events = t, map[string][]string{}
+	return log.NewPrinter(pl, true)
+}
+
+// Write takes one printed line: the printer writes each in one call.
+func (pl *progressLog) Write(p []byte) (int, error) {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	line := strings.TrimSpace(string(p))
+	pl.t.Logf("progress %s", line)
+	if node, state, ok := strings.Cut(line, ": "); ok {
+		pl.events[node] = append(pl.events[node], state)
 	}
+	return len(p), nil
 }
 
 func nsInode(t *testing.T, fd int) uint64 {
@@ -164,14 +151,14 @@ func hostNetnsInode(t *testing.T) uint64 {
 
 func TestRigCreateInspectRestartDelete(t *testing.T) {
 	p, cli := rig(t)
-	const name = "pvt1"
+	name := testutil.TakeSlot(t).Lane(0)
 	l := testLane(t, name, 2)
 	cleanupLane(t, p, cli, name)
 	ctx := context.Background()
 
 	var pl progressLog
 	start := time.Now()
-	if err := p.Create(ctx, l, CreateOptions{Progress: pl.fn(t)}); err != nil {
+	if err := p.Create(ctx, l, CreateOptions{Log: pl.logger(t)}); err != nil {
 		t.Fatalf("create: %v", err)
 	}
 	t.Logf("TIMING create %s (1 server + 2 agents, stand-in): %s", name, time.Since(start).Round(time.Millisecond))
@@ -362,7 +349,7 @@ func rootShared(mountinfo string) bool {
 
 func TestRigCreateFailureLeavesNothing(t *testing.T) {
 	p, cli := rigDocker(t)
-	const name = "pvt2"
+	name := testutil.TakeSlot(t).Lane(0)
 	l := testLane(t, name, 1)
 	l.K3sImage = "sriov-lane-standin/does-not-exist:x"
 	l.WaitTimeout.Duration = time.Minute
@@ -390,7 +377,7 @@ func TestRigCreateFailureLeavesNothing(t *testing.T) {
 // machine-ids) for debugging; `down` removes it later.
 func TestRigCreateFailureRetained(t *testing.T) {
 	p, cli := rigDocker(t)
-	const name = "pvt6"
+	name := testutil.TakeSlot(t).Lane(0)
 	l := testLane(t, name, 1)
 	l.K3sImage = "sriov-lane-standin/does-not-exist:x"
 	l.WaitTimeout.Duration = time.Minute
@@ -402,7 +389,7 @@ func TestRigCreateFailureRetained(t *testing.T) {
 	}
 	t.Logf("error: %v", err)
 	left := leftovers(ctx, t, cli, name)
-	if !slices.Contains(left, "network "+NetworkName(name)) {
+	if !slices.ContainsFunc(left, func(o string) bool { return strings.HasPrefix(o, "network "+NetworkName(name)+" ") }) {
 		t.Errorf("retained create left %v, want at least its network %s", left, NetworkName(name))
 	}
 	if _, err := os.Stat(l.Dir().MachineIDs()); err != nil {
@@ -414,7 +401,7 @@ func TestRigCreateFailureRetained(t *testing.T) {
 // quote its log, and nothing may be left.
 func TestRigCreateNodeNeverReady(t *testing.T) {
 	p, cli := rig(t)
-	const name = "pvt4"
+	name := testutil.TakeSlot(t).Lane(0)
 	l := testLane(t, name, 1)
 	// The tools image runs but is no k3s: the server never logs ready
 	// (it prints nothing either, so the quoted log is empty; that the
@@ -445,11 +432,11 @@ func TestRigCreateNodeNeverReady(t *testing.T) {
 func TestRigRegistryAndLoad(t *testing.T) {
 	p, cli := rig(t)
 	testutil.RequireImage(t, cli, testutil.StandinRegistryImage)
-	const name = "pvt3"
+	name := testutil.TakeSlot(t).Lane(0)
 	l := testLane(t, name, 1)
 	l.Registry.Enabled = nil // default: on
 	l.Registry.Image = testutil.StandinRegistryImage
-	l.Registry.Address = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	l.Registry.Address = fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 	// The datastore on the container's own disk too: a cluster on the rig
 	// costs more than both checks, and neither touches the other.
 	l.Server.DatastoreOnTmpfs = new(bool)
@@ -459,7 +446,7 @@ func TestRigRegistryAndLoad(t *testing.T) {
 	cleanupLane(t, p, cli, name)
 	ctx := context.Background()
 	start := time.Now()
-	if err := p.Create(ctx, l, CreateOptions{Progress: func(n, m string) { t.Logf("progress %s: %s", n, m) }}); err != nil {
+	if err := p.Create(ctx, l, CreateOptions{Log: log.NewPrinter(t.Output(), true)}); err != nil {
 		t.Fatalf("create: %v", err)
 	}
 	t.Logf("TIMING create %s with registry: %s", name, time.Since(start).Round(time.Millisecond))
@@ -478,7 +465,7 @@ func TestRigRegistryAndLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	ep := ins.NetworkSettings.Networks[NetworkName(name)]
-	if ep == nil || !contains(ep.Aliases, RegistryAlias) {
+	if ep == nil || !slices.Contains(ep.Aliases, RegistryAlias) {
 		t.Errorf("registry not on %s with alias %s: %+v", NetworkName(name), RegistryAlias, ep)
 	}
 	nodes, err := p.Nodes(ctx, name)
@@ -546,15 +533,6 @@ func TestRigRegistryAndLoad(t *testing.T) {
 	}
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 func TestRigUndoersGoneIsSuccess(t *testing.T) {
 	p, _ := rigDocker(t)
 	j, err := journal.Open(filepath.Join(t.TempDir(), "journal.jsonl"))
@@ -562,8 +540,10 @@ func TestRigUndoersGoneIsSuccess(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer j.Close()
+	// The slot's lane name, which no other test creates while this one runs.
+	gone := testutil.TakeSlot(t).Lane(0)
 	for _, op := range []string{OpCluster, OpRegistry} {
-		if _, err := j.Begin(op, ClusterRecord{Name: "pvt9"}); err != nil {
+		if _, err := j.Begin(op, ClusterRecord{Name: gone}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -600,7 +580,7 @@ func lastAddress(out string) string {
 // registry's name without the lane's label.
 func TestRigDeleteSparesForeignRegistryName(t *testing.T) {
 	p, cli := rig(t)
-	const name = "pvt5"
+	name := testutil.TakeSlot(t).Lane(0)
 	ctx := context.Background()
 	t.Cleanup(func() {
 		_ = cli.ContainerRemove(context.Background(), RegistryName(name), container.RemoveOptions{Force: true})
@@ -628,7 +608,7 @@ func TestRigDeleteSparesForeignRegistryName(t *testing.T) {
 // volume held for good by anything else.
 func TestRigDeleteWaitsForAVolumeBeingReleased(t *testing.T) {
 	p, cli := rig(t)
-	const name = "pvt7"
+	name := testutil.TakeSlot(t).Lane(0)
 	ctx := context.Background()
 	defer func(d time.Duration) { volumeReleaseTimeout = d }(volumeReleaseTimeout)
 	holder := "sriov-lane-test-" + name + "-holder"
@@ -650,9 +630,15 @@ func TestRigDeleteWaitsForAVolumeBeingReleased(t *testing.T) {
 	t.Run("released", func(t *testing.T) {
 		volumeReleaseTimeout = 10 * time.Second
 		hold(t)
+		removed := make(chan error, 1)
 		go func() {
 			time.Sleep(time.Second)
-			cli.ContainerRemove(context.Background(), holder, container.RemoveOptions{Force: true})
+			removed <- cli.ContainerRemove(context.Background(), holder, container.RemoveOptions{Force: true})
+		}()
+		defer func() {
+			if err := <-removed; err != nil {
+				t.Errorf("removing the holder the test released the volume with: %v", err)
+			}
 		}()
 		start := time.Now()
 		if err := p.Delete(ctx, name); err != nil {
@@ -699,4 +685,52 @@ func TestRigDeleteWaitsForAVolumeBeingReleased(t *testing.T) {
 			t.Errorf("delete with the volume held: %v", err)
 		}
 	})
+}
+
+// An up SIGKILLed inside k3d's create can leave Docker finishing its network
+// after the next up made one of the same name: Delete removes both, where
+// removing by the shared name fails as ambiguous.
+func TestRigDeleteRemovesTwoNetworksOfOneName(t *testing.T) {
+	p, cli := rig(t)
+	name := testutil.TakeSlot(t).Lane(0)
+	ctx := context.Background()
+	var ids []string
+	t.Cleanup(func() {
+		for _, id := range ids {
+			_ = cli.NetworkRemove(context.Background(), id)
+		}
+	})
+	// The client asks the daemon to refuse a duplicate name (CheckDuplicate
+	// below API 1.44), a check the daemon does not hold against a create
+	// already under way; the raw API without it makes the second network.
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", "/var/run/docker.sock")
+	}}}
+	for range 2 {
+		resp, err := hc.Post("http://docker/v1.41/networks/create", "application/json",
+			strings.NewReader(`{"Name":"`+NetworkName(name)+`","Driver":"bridge","CheckDuplicate":false,"Labels":{"app":"k3d"}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var created struct {
+			ID string `json:"Id"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&created)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusCreated || created.ID == "" {
+			t.Fatalf("creating network %s: %s, %v", NetworkName(name), resp.Status, err)
+		}
+		ids = append(ids, created.ID)
+	}
+	if err := cli.NetworkRemove(ctx, NetworkName(name)); err == nil || !strings.Contains(err.Error(), "ambiguous") {
+		t.Fatalf("removing by name with two networks of that name: %v, want Docker's ambiguous refusal (the case Delete must handle)", err)
+	}
+	if err := p.Delete(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if _, err := cli.NetworkInspect(ctx, id, network.InspectOptions{}); !cerrdefs.IsNotFound(err) {
+			t.Errorf("network %.12s left: %v", id, err)
+		}
+	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sriov-lane/sriov-lane/pkg/journal"
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
+	"github.com/sriov-lane/sriov-lane/test/proc"
 	"github.com/sriov-lane/sriov-lane/test/rig"
 )
 
@@ -81,8 +82,9 @@ func (c *crashEnv) up(t *testing.T, stateDir string, stopAt int) int {
 	line, _ := bufio.NewReader(out).ReadString('\n')
 	if stopAt > 0 {
 		if !strings.HasPrefix(line, "STOPPED") {
-			_ = cmd.Process.Kill()
-			cmd.Wait()
+			if err := proc.Kill(cmd); err != nil {
+				t.Log(err)
+			}
 			t.Fatalf("helper did not stop at record %d: %q %s", stopAt, line, stderr.String())
 		}
 		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
@@ -152,13 +154,12 @@ func (c *crashEnv) verify(t *testing.T, stateDir, when string) {
 
 // newCrashEnv makes a 2-PF rig and 2 target netns; the first target holds
 // a bridge named like PF 0 so the run includes a collision rename.
-func newCrashEnv(t *testing.T, prefix, nsPrefix string) *crashEnv {
-	r := rig.NewForTest(t, 2, prefix)
-	c := &crashEnv{r: r}
+func newCrashEnv(t *testing.T) *crashEnv {
+	c := &crashEnv{r: slotRig(t, 2)}
 	for i := range 2 {
-		c.targets = append(c.targets, string(newNetns(t, fmt.Sprintf("%s%d", nsPrefix, i))))
+		c.targets = append(c.targets, string(targetNetns(t, c.r, fmt.Sprintf("target%d", i))))
 	}
-	squat(t, c.targets[0], r.State.PFs[0].Name)
+	squat(t, c.targets[0], c.r.State.PFs[0].Name)
 	return c
 }
 
@@ -175,7 +176,7 @@ func (c *crashEnv) snapshot(t *testing.T) {
 // TestKillAtEveryJournalStep kills the lane with SIGKILL after each of its
 // journal records and reverses from a new process: every PF must be back.
 func TestKillAtEveryJournalStep(t *testing.T) {
-	c := newCrashEnv(t, "sx-x", "sx-kill")
+	c := newCrashEnv(t)
 	c.snapshot(t)
 	stateDir := t.TempDir()
 	n := c.up(t, stateDir, 0)
@@ -214,8 +215,8 @@ func TestKillAtEveryJournalStep(t *testing.T) {
 // pod): PFs return there, not to the init netns, and a down run from the
 // wrong netns refuses to touch them.
 func TestFromNonInitNetns(t *testing.T) {
-	c := newCrashEnv(t, "sx-o", "sx-oin")
-	c.origin = string(newNetns(t, "sx-origin"))
+	c := newCrashEnv(t)
+	c.origin = string(targetNetns(t, c.r, "origin"))
 	for _, pf := range c.r.State.PFs {
 		moveLinkTo(t, pf.MAC, c.origin)
 	}

@@ -124,7 +124,7 @@ func netMACs(s Sysfs, bdf string) (macs, names []string) {
 // listLinks dumps links, retrying a dump the kernel interrupted (a link
 // changed mid-dump), which netlink reports with partial results.
 func listLinks() ([]netlink.Link, error) {
-	h, err := netlink.NewHandle()
+	h, err := routeHandle()
 	if err != nil {
 		return nil, fmt.Errorf("opening netlink: %w", err)
 	}

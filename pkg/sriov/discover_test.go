@@ -7,11 +7,10 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
-	"github.com/sriov-lane/sriov-lane/test/rig"
 )
 
 func TestDiscover(t *testing.T) {
-	r := rig.NewForTest(t, 3, "sx-d")
+	r := slotRig(t, 3)
 	// PF 1 carries a global address: the host uses it.
 	l, err := netlink.LinkByName(r.State.PFs[1].Name)
 	if err != nil {
@@ -52,7 +51,7 @@ func TestDiscover(t *testing.T) {
 	}
 
 	// A PF moved out of this netns stays listed, not present.
-	ns := newNetns(t, "sx-disc")
+	ns := targetNetns(t, r, "disc")
 	moveLinkTo(t, r.State.PFs[2].MAC, string(ns))
 	pfs, err = sriov.Discover(sriov.Sysfs{Root: r.State.SysfsRoot})
 	if err != nil {

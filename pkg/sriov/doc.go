@@ -14,6 +14,7 @@
 //   - vfs.go:       sriov_numvfs, autoprobe, vfio-pci / kernel driver binding
 //   - holders.go:   processes holding a VF's VFIO group, bounded waits for them
 //   - target.go:    netns targets (pid, path, Docker container)
+//   - netlinkhandle.go: netlink handles, for the route family only
 //   - session.go:   one lane's use of the package, every change journalled
 //   - undo.go:      journal undoers, so a fresh process can reverse a lane
 //   - sysfs.go:     the one sysfs writer and the deadline waits

@@ -1,38 +1,11 @@
 package sriov
 
 import (
-	"os"
-	"path/filepath"
-	"regexp"
-	"slices"
-	"strings"
 	"testing"
+
+	"github.com/sriov-lane/sriov-lane/test/testutil"
 )
 
 // The package doc's file map names every file of the package, and only
-// those: a file added, removed or renamed fails here until the map says so.
-func TestDocFileMap(t *testing.T) {
-	doc, err := os.ReadFile("doc.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var listed []string
-	for _, m := range regexp.MustCompile(`(?m)^//\s+- (\S+\.go):`).FindAllStringSubmatch(string(doc), -1) {
-		listed = append(listed, m[1])
-	}
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var have []string
-	for _, f := range files {
-		if !strings.HasSuffix(f, "_test.go") && f != "doc.go" {
-			have = append(have, f)
-		}
-	}
-	slices.Sort(listed)
-	slices.Sort(have)
-	if !slices.Equal(listed, have) {
-		t.Errorf("doc.go's file map lists %v\nthe package has     %v", listed, have)
-	}
-}
+// those (testutil.CheckDocFileMap).
+func TestDocFileMap(t *testing.T) { testutil.CheckDocFileMap(t, ".") }

@@ -8,13 +8,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sriov-lane/sriov-lane/test/rig/nsutil"
+	"github.com/sriov-lane/sriov-lane/test/testutil"
+
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
 	"github.com/sriov-lane/sriov-lane/pkg/journal"
+	"github.com/sriov-lane/sriov-lane/pkg/log"
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
 	"github.com/sriov-lane/sriov-lane/test/rig"
-	"github.com/sriov-lane/sriov-lane/test/rig/nsutil"
 )
 
 func testCtx(t *testing.T) context.Context {
@@ -23,23 +26,25 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-// newNetns creates a named netns (name must start with "sx-"), deleted at
-// cleanup with every link inside it.
-func newNetns(t *testing.T, name string) sriov.PathTarget {
+// slotRig is a rig of n PFs named with the prefix of a test slot of the
+// test's own (testutil.TakeSlot), so tests running at once never share a
+// link or netns name.
+func slotRig(t *testing.T, n int) *rig.Rig {
 	t.Helper()
-	t.Cleanup(func() {
-		if err := nsutil.Delete(name); err != nil {
-			t.Errorf("deleting netns %s: %v", name, err)
-		}
-	})
-	if err := nsutil.Create(name); err != nil {
-		t.Fatal(err)
-	}
-	return sriov.PathTarget(filepath.Join("/var/run/netns", name))
+	return rig.NewForTest(t, n, testutil.TakeSlot(t).RigPrefix())
+}
+
+// targetNetns is the test's netns <r's prefix>-<role> (nsutil.ForTest), as
+// a target to move PFs into.
+func targetNetns(t *testing.T, r *rig.Rig, role string) sriov.PathTarget {
+	t.Helper()
+	name := r.State.Prefix + "-" + role
+	nsutil.ForTest(t, name)
+	return sriov.PathTarget(nsutil.Path(name))
 }
 
 // openJournal opens a fresh journal in a temp state dir.
-func openJournal(t *testing.T) (*journal.Journal, string) {
+func openJournal(t *testing.T) *journal.Journal {
 	t.Helper()
 	stateDir := t.TempDir()
 	j, err := journal.Open(filepath.Join(stateDir, "lane", "journal.jsonl"))
@@ -47,11 +52,11 @@ func openJournal(t *testing.T) (*journal.Journal, string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { j.Close() })
-	return j, stateDir
+	return j
 }
 
 func newSession(t *testing.T, r *rig.Rig, j *journal.Journal) *sriov.Session {
-	return &sriov.Session{Journal: j, Sysfs: sriov.Sysfs{Root: r.State.SysfsRoot}, Log: func(m string) { t.Log(m) }}
+	return &sriov.Session{Journal: j, Sysfs: sriov.Sysfs{Root: r.State.SysfsRoot}, Log: log.NewPrinter(t.Output(), true)}
 }
 
 // reverse undoes the journal and returns the notes.
@@ -101,7 +106,7 @@ func findByMAC(t *testing.T, nsPath, mac string) linkState {
 		t.Fatal(err)
 	}
 	defer h.Close()
-	links, err := h.LinkList()
+	links, err := testutil.LinkList(h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +128,7 @@ func moveLinkTo(t *testing.T, mac, path string) {
 		t.Fatal(err)
 	}
 	defer ns.Close()
-	links, err := netlink.LinkList()
+	links, err := testutil.LinkList(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

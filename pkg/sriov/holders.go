@@ -12,12 +12,20 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+
 	"github.com/sriov-lane/sriov-lane/pkg/containerns"
 )
 
 // DefaultHolderWait bounds how long an undo waits for the processes that
-// hold a VF's VFIO group open to let go.
+// hold a VF's VFIO group open to let go: a VM shut down as down starts
+// closes its group within seconds; one still running never does, and the
+// error then names it.
 const DefaultHolderWait = 30 * time.Second
+
+// holderPollInterval is how often the holders are listed again: each list
+// walks every process's fds in /proc.
+const holderPollInterval = 200 * time.Millisecond
 
 // Holder is a process with a VFIO group open: typically QEMU of a KubeVirt
 // VM still running when the lane goes down.
@@ -69,30 +77,28 @@ func (d Restorer) waitVFIOFree(ctx context.Context, vf string) error {
 		return err
 	}
 	dev := filepath.Join(d.VFIODir, group)
-	wait := d.HolderWait
-	if wait <= 0 {
-		wait = DefaultHolderWait
+	hold := d.HolderWait
+	if hold <= 0 {
+		hold = DefaultHolderWait
 	}
-	deadline := time.Now().Add(wait)
-	for {
-		holders, err := groupHolders(ctx, dev, d.Docker)
-		if err != nil || len(holders) == 0 {
-			return err
-		}
-		if time.Now().After(deadline) {
-			names := make([]string, len(holders))
-			for i, h := range holders {
-				names[i] = h.String()
-			}
-			return fmt.Errorf("VF %s: %w: group %s (%s) is held by %s; stop them (or the VMs they run) and run down again",
-				vf, ErrGroupHeld, group, dev, strings.Join(names, ", "))
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
+	var holders []Holder
+	var listErr error
+	err = wait.PollUntilContextTimeout(ctx, holderPollInterval, hold, true, func(context.Context) (bool, error) {
+		holders, listErr = groupHolders(ctx, dev, d.Docker)
+		return listErr != nil || len(holders) == 0, nil
+	})
+	switch {
+	case err == nil:
+		return listErr
+	case ctx.Err() != nil:
+		return ctx.Err()
 	}
+	names := make([]string, len(holders))
+	for i, h := range holders {
+		names[i] = h.String()
+	}
+	return fmt.Errorf("VF %s: %w: group %s (%s) is held by %s; stop them (or the VMs they run) and run down again",
+		vf, ErrGroupHeld, group, dev, strings.Join(names, ", "))
 }
 
 // groupHolders lists the processes with dev open. Files are matched by
@@ -176,9 +182,9 @@ func containerOf(pid int) string {
 // let go, and this process cannot take it back: a later down finds the
 // VF already unbound.
 func (d Restorer) boundedVFIOWrite(ctx context.Context, vfs []string, write func() error) error {
-	wait := d.HolderWait
-	if wait <= 0 {
-		wait = DefaultHolderWait
+	hold := d.HolderWait
+	if hold <= 0 {
+		hold = DefaultHolderWait
 	}
 	done := make(chan error, 1)
 	go func() { done <- write() }()
@@ -187,7 +193,7 @@ func (d Restorer) boundedVFIOWrite(ctx context.Context, vfs []string, write func
 		return err
 	case <-ctx.Done():
 		return fmt.Errorf("%w (the write stays pending in the kernel)", ctx.Err())
-	case <-time.After(wait):
+	case <-time.After(hold):
 	}
 	var held []string
 	for _, vf := range vfs {
@@ -204,5 +210,5 @@ func (d Restorer) boundedVFIOWrite(ctx context.Context, vfs []string, write func
 	if len(held) > 0 {
 		who = "held: " + strings.Join(held, ", ")
 	}
-	return fmt.Errorf("%w: the kernel has blocked the write for %s; %s; it completes once they let go, then run down again", ErrGroupHeld, wait, who)
+	return fmt.Errorf("%w: the kernel has blocked the write for %s; %s; it completes once they let go, then run down again", ErrGroupHeld, hold, who)
 }

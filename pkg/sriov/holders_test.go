@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sriov-lane/sriov-lane/test/proc"
 )
 
 // A process holding a VF's VFIO group open is found by what the file is
@@ -39,7 +41,11 @@ func TestWaitVFIOFreeNamesHolders(t *testing.T) {
 	if err := holder.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { holder.Process.Kill(); holder.Wait() })
+	t.Cleanup(func() {
+		if err := proc.Kill(holder); err != nil {
+			t.Log(err)
+		}
+	})
 	// sh replaces itself with sleep, keeping fd 3: wait until it has.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -67,7 +73,12 @@ func TestWaitVFIOFreeNamesHolders(t *testing.T) {
 
 	// Once the holder exits within the wait, the undo goes ahead.
 	d.HolderWait = 10 * time.Second
-	go func() { time.Sleep(300 * time.Millisecond); holder.Process.Kill() }()
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		if err := proc.Kill(holder); err != nil {
+			t.Error(err)
+		}
+	}()
 	if err := d.waitVFIOFree(t.Context(), vf); err != nil {
 		t.Fatalf("after the holder exited: %v", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/sriov-lane/sriov-lane/pkg/atomicfile"
 	"github.com/sriov-lane/sriov-lane/pkg/statedir"
@@ -67,22 +68,24 @@ func (l *Leaser) lock(ctx context.Context) (func(), error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening lease lock: %w", err)
 	}
-	for {
+	var lockErr error
+	err = wait.PollUntilContextCancel(ctx, pollInterval, true, func(context.Context) (bool, error) {
 		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			return func() { f.Close() }, nil
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return false, nil
 		}
-		if !errors.Is(err, unix.EWOULDBLOCK) {
-			f.Close()
-			return nil, fmt.Errorf("locking %s: %w", path, err)
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, fmt.Errorf("waiting for lease lock %s: %w", path, ctx.Err())
-		case <-time.After(pollInterval):
-		}
+		lockErr = err
+		return true, nil
+	})
+	switch {
+	case err != nil:
+		f.Close()
+		return nil, fmt.Errorf("waiting for lease lock %s: %w", path, err)
+	case lockErr != nil:
+		f.Close()
+		return nil, fmt.Errorf("locking %s: %w", path, lockErr)
 	}
+	return func() { f.Close() }, nil
 }
 
 // Leases returns the current lease files, keyed by PCI address.
@@ -141,7 +144,7 @@ func (l *Leaser) Allocate(ctx context.Context, s *Session, req Request) ([]PF, e
 		if err := os.Remove(l.leasePath(pci)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("reclaiming stale lease of %s: %w", pci, err)
 		}
-		s.logf("reclaimed lease of %s (%s) from lane %q: its journal %s no longer exists", ls.Name, pci, ls.Lane, ls.Journal)
+		s.warnf("reclaimed lease of %s (%s) from lane %q: its journal %s no longer exists", ls.Name, pci, ls.Lane, ls.Journal)
 		delete(leases, pci)
 	}
 

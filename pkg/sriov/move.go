@@ -7,10 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // Journal operations of moves.
@@ -71,7 +71,7 @@ func CollisionName(pci string) string {
 func (s *Session) MovePF(ctx context.Context, pf PF, t NetnsTarget) (string, error) {
 	name, err := s.moveLink(ctx, "PF", pf.PCI, pf.MAC, t, &pf)
 	if err != nil {
-		return "", fmt.Errorf("binding %s into %s: %w", pf, t, err)
+		return "", fmt.Errorf("moving %s into %s: %w", pf, t, err)
 	}
 	return name, nil
 }
@@ -85,7 +85,7 @@ func (s *Session) moveLink(ctx context.Context, function, pci, mac string, t Net
 		return "", err
 	}
 	defer origin.Close()
-	oh, err := netlink.NewHandleAt(origin)
+	oh, err := routeHandleAt(origin)
 	if err != nil {
 		return "", fmt.Errorf("netlink in current netns: %w", err)
 	}
@@ -118,7 +118,7 @@ func (s *Session) moveLink(ctx context.Context, function, pci, mac string, t Net
 		if err := s.rename(oh, link, RenameRecord{PCI: pci, MAC: mac, From: a.Name, To: rec.MovedAs, Origin: oid, AdminUp: rec.AdminUp}); err != nil {
 			return "", err
 		}
-		s.logf("%s %s (%s) renamed %s: %s already has a link named %s", function, a.Name, pci, rec.MovedAs, t, a.Name)
+		s.warnf("%s %s (%s) renamed %s: %s already has a link named %s", function, a.Name, pci, rec.MovedAs, t, a.Name)
 	}
 	e, err := s.begin(OpMove, rec)
 	if err != nil {
@@ -201,7 +201,7 @@ func (d Restorer) originHandle(origin NetnsID) (netns.NsHandle, *netlink.Handle,
 		cur.Close()
 		return -1, nil, fmt.Errorf("running in %s but the PF was taken from %s: run from the original network namespace, or force to return it here", cid, origin)
 	}
-	h, err := netlink.NewHandleAt(cur)
+	h, err := routeHandleAt(cur)
 	if err != nil {
 		cur.Close()
 		return -1, nil, fmt.Errorf("netlink in current netns: %w", err)
@@ -239,22 +239,24 @@ func (d Restorer) returnLink(ctx context.Context, rec MoveRecord) (string, error
 	// A physical device whose netns died is handed back to init by the
 	// kernel's netns cleanup, which can lag: wait for it rather than mark it
 	// returned while it is still in transit. Veth stand-ins die with the netns.
-	deadline := time.Now().Add(DefaultReturnWait)
-	for l == nil {
-		if err := d.fetchFromInit(cur, oh, rec.MAC); err != nil {
-			return "", fmt.Errorf("returning %s: %w", rec.label(), err)
-		}
-		if l, err = linkByMAC(oh, rec.MAC); err != nil {
-			return "", fmt.Errorf("returning %s: %w", rec.label(), err)
-		}
-		if l != nil || rec.LinkType == "veth" || time.Now().After(deadline) {
-			break
-		}
-		select {
-		case <-ctx.Done():
+	if l == nil {
+		var stepErr error
+		err := wait.PollUntilContextTimeout(ctx, returnPollInterval, DefaultReturnWait, true, func(context.Context) (bool, error) {
+			if stepErr = d.fetchFromInit(cur, rec.MAC); stepErr != nil {
+				return true, nil
+			}
+			if l, stepErr = linkByMAC(oh, rec.MAC); stepErr != nil {
+				return true, nil
+			}
+			return l != nil || rec.LinkType == "veth", nil
+		})
+		switch {
+		case stepErr != nil:
+			return "", fmt.Errorf("returning %s: %w", rec.label(), stepErr)
+		case err != nil && ctx.Err() != nil:
 			return "", fmt.Errorf("returning %s: waiting for it to reappear: %w", rec.label(), ctx.Err())
-		case <-time.After(200 * time.Millisecond):
 		}
+		// DefaultReturnWait passed: l is still nil, which the note says.
 	}
 	if l == nil {
 		notes = append(notes, fmt.Sprintf("%s %s (%s) not found: a physical %s returns to the init netns when its netns dies (may take minutes); a veth stand-in is destroyed",
@@ -301,7 +303,7 @@ func (d Restorer) fetchFromTarget(ctx context.Context, rec MoveRecord, cur netns
 
 // fetchFromInit looks for the link in the init netns of our PID namespace,
 // where a physical device lands when its netns dies, and moves it to cur.
-func (d Restorer) fetchFromInit(cur netns.NsHandle, oh *netlink.Handle, mac string) error {
+func (d Restorer) fetchFromInit(cur netns.NsHandle, mac string) error {
 	ins, err := netns.GetFromPath("/proc/1/ns/net")
 	if err != nil {
 		return nil // cannot see init (unprivileged, other pid ns): nothing to look at
@@ -315,7 +317,7 @@ func (d Restorer) fetchFromInit(cur netns.NsHandle, oh *netlink.Handle, mac stri
 	if err != nil || iid == cid {
 		return err
 	}
-	ih, err := netlink.NewHandleAt(ins)
+	ih, err := routeHandleAt(ins)
 	if err != nil {
 		return nil
 	}

@@ -26,8 +26,8 @@ func discover(t *testing.T, r *rig.Rig) []sriov.PF {
 // TestMoveIntoNetnsAndBack moves an UP PF with a custom MTU and a DOWN PF
 // into a netns and back: both come back named, sized and up/down as found.
 func TestMoveIntoNetnsAndBack(t *testing.T) {
-	r := rig.NewForTest(t, 2, "sx-m")
-	target := newNetns(t, "sx-move")
+	r := slotRig(t, 2)
+	target := targetNetns(t, r, "move")
 	pf0, _ := netlink.LinkByName(r.State.PFs[0].Name)
 	if err := netlink.LinkSetMTU(pf0, 1400); err != nil {
 		t.Fatal(err)
@@ -40,7 +40,7 @@ func TestMoveIntoNetnsAndBack(t *testing.T) {
 	if !before[0].Up || before[0].MTU != 1400 || before[1].Up {
 		t.Fatalf("set-up failed: %+v", before)
 	}
-	j, _ := openJournal(t)
+	j := openJournal(t)
 	s := newSession(t, r, j)
 	for _, pf := range pfs {
 		name, err := s.MovePF(testCtx(t), pf, target)
@@ -78,11 +78,11 @@ func TestMoveIntoNetnsAndBack(t *testing.T) {
 // PF's name; the PF goes in under its collision name and comes back under
 // its own.
 func TestCollisionRenameAndRestore(t *testing.T) {
-	r := rig.NewForTest(t, 1, "sx-c")
-	target := newNetns(t, "sx-coll")
+	r := slotRig(t, 1)
+	target := targetNetns(t, r, "coll")
 	pfs := discover(t, r)
 	h := squat(t, string(target), pfs[0].Name)
-	j, _ := openJournal(t)
+	j := openJournal(t)
 	s := newSession(t, r, j)
 	name, err := s.MovePF(testCtx(t), pfs[0], target)
 	if err != nil {
@@ -108,17 +108,17 @@ func TestCollisionRenameAndRestore(t *testing.T) {
 	}
 }
 
-// TestMoveIntoContainer binds PFs into a running container and returns
+// TestMoveIntoContainer moves PFs into a running container and returns
 // them with a fresh Restorer (as a new process would), then checks that a
 // removed container leaves a note instead of failing.
 func TestMoveIntoContainer(t *testing.T) {
 	cli := testutil.RequireDocker(t)
-	r := rig.NewForTest(t, 2, "sx-k")
+	r := slotRig(t, 2)
 	ctx := testCtx(t)
 	if err := sriovtest.EnsureSleeperImage(ctx, cli); err != nil {
 		t.Fatal(err)
 	}
-	names := []string{"sx-move-0", "sx-move-1"}
+	names := []string{r.State.Prefix + "-sleeper-0", r.State.Prefix + "-sleeper-1"}
 	var ids []string
 	for _, n := range names {
 		t.Cleanup(func() { _ = sriovtest.RemoveContainer(ctx, cli, n) })
@@ -129,7 +129,7 @@ func TestMoveIntoContainer(t *testing.T) {
 		ids = append(ids, id)
 	}
 	pfs := discover(t, r)
-	j, _ := openJournal(t)
+	j := openJournal(t)
 	s := newSession(t, r, j)
 	s.Docker = cli
 	for i, pf := range pfs {
@@ -163,15 +163,15 @@ func TestMoveIntoContainer(t *testing.T) {
 // host, renamed and down, and the undo must give back its name AND its up
 // state.
 func TestStopBetweenRenameAndMoveRestoresAdminState(t *testing.T) {
-	r := rig.NewForTest(t, 1, "sx-u")
-	target := newNetns(t, "sx-upst")
+	r := slotRig(t, 1)
+	target := targetNetns(t, r, "upst")
 	pfs := discover(t, r)
 	pf0, _ := netlink.LinkByName(pfs[0].Name)
 	if err := netlink.LinkSetUp(pf0); err != nil {
 		t.Fatal(err)
 	}
 	squat(t, string(target), pfs[0].Name)
-	j, _ := openJournal(t)
+	j := openJournal(t)
 	s := newSession(t, r, j)
 	type stop struct{}
 	s.AfterRecord = func(op string, phase journal.Phase) {
@@ -187,8 +187,8 @@ func TestStopBetweenRenameAndMoveRestoresAdminState(t *testing.T) {
 				}
 			}
 		}()
-		s.MovePF(testCtx(t), pfs[0], target)
-		t.Fatal("move did not stop after the rename")
+		_, err := s.MovePF(testCtx(t), pfs[0], target)
+		t.Fatalf("move did not stop after the rename (it returned %v)", err)
 	}()
 	mid := findByMAC(t, "", pfs[0].MAC)
 	if mid.Name != sriov.CollisionName(pfs[0].PCI) || mid.Up {

@@ -39,11 +39,17 @@ func TestPlacementsFromTheJournal(t *testing.T) {
 	for _, r := range []sriov.MoveRecord{pf, vf, gone, old} {
 		begin(sriov.OpMove, r)
 	}
-	j.MarkUndone(j.Pending()[1], "") // gone's move
-	j.Done(begin(sriov.OpNumVFs, sriov.NumVFsRecord{PCI: found.PCI, Count: 6}))
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(j.MarkUndone(j.Pending()[1], "")) // gone's move
+	must(j.Done(begin(sriov.OpNumVFs, sriov.NumVFsRecord{PCI: found.PCI, Count: 6})))
 	undone := begin(sriov.OpNumVFs, sriov.NumVFsRecord{PCI: old.PCI, Count: 4})
-	j.Done(undone)
-	j.MarkUndone(undone, "")
+	must(j.Done(undone))
+	must(j.MarkUndone(undone, ""))
 	begin(sriov.OpNumVFs, sriov.NumVFsRecord{PCI: old.PCI, Count: 5}) // intent only
 
 	got := sriov.Placements(j.Entries())

@@ -1,10 +1,9 @@
 package sriov
 
 import (
-	"fmt"
-
 	"github.com/sriov-lane/sriov-lane/pkg/containerns"
 	"github.com/sriov-lane/sriov-lane/pkg/journal"
+	"github.com/sriov-lane/sriov-lane/pkg/log"
 )
 
 // Session is one lane's use of this package: every change goes through its
@@ -14,16 +13,17 @@ type Session struct {
 	Sysfs   Sysfs
 	// Docker resolves container targets; nil when none are used.
 	Docker containerns.Inspector
-	// Log receives notes (reclaimed leases, renames); nil discards.
-	Log func(msg string)
+	// Log shows what the user should know (reclaimed leases, renamed
+	// links) as warnings; nil discards.
+	Log log.Logger
 	// AfterRecord, when set, runs after each journal record this package
 	// writes. Crash tests use it to kill the process at a chosen step.
 	AfterRecord func(op string, phase journal.Phase)
 }
 
-func (s *Session) logf(format string, args ...any) {
+func (s *Session) warnf(format string, args ...any) {
 	if s.Log != nil {
-		s.Log(fmt.Sprintf(format, args...))
+		s.Log.Warnf(format, args...)
 	}
 }
 

@@ -1,7 +1,6 @@
 package sriov
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -17,10 +16,13 @@ import (
 // the write with an errno (EBUSY, ERANGE, ENODEV...), and so does the
 // test rig's fake sysfs. What does take time is asynchronous by nature:
 // a VF netdev registered by its driver's deferred init, a lease freed.
+// Both come in milliseconds, and a check is a few file reads.
 const pollInterval = 10 * time.Millisecond
 
-// DefaultWait bounds every wait for an asynchronous effect.
-const DefaultWait = 10 * time.Second
+// vfNetdevWait bounds the wait for a probed VF's netdev: the driver's
+// deferred init (iavf's init task) registers it within a second or two of
+// the probe; a VF still without one after this never gets one.
+const vfNetdevWait = 10 * time.Second
 
 // Sysfs is a sysfs root: /sys on a host, a bind mount of the host's /sys in
 // a CI pod, or a fake tree in tests.
@@ -101,30 +103,4 @@ func WriteFile(path, value string) error {
 		return fmt.Errorf("writing %q to %s: %w", value, path, err)
 	}
 	return nil
-}
-
-// waitFor polls cond until it holds, ctx ends or DefaultWait passes; what
-// names the awaited effect in the error.
-func waitFor(ctx context.Context, what string, cond func() (bool, error)) error {
-	timeout := DefaultWait
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(pollInterval)
-	defer tick.Stop()
-	for {
-		ok, err := cond()
-		if err != nil {
-			return fmt.Errorf("waiting for %s: %w", what, err)
-		}
-		if ok {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for %s: %w", what, ctx.Err())
-		case <-deadline.C:
-			return fmt.Errorf("waiting for %s: not done after %s", what, timeout)
-		case <-tick.C:
-		}
-	}
 }

@@ -145,7 +145,7 @@ func openTarget(ctx context.Context, t NetnsTarget) (netns.NsHandle, *netlink.Ha
 	if err != nil {
 		return -1, nil, err
 	}
-	th, err := netlink.NewHandleAt(tns)
+	th, err := routeHandleAt(tns)
 	if err != nil {
 		tns.Close()
 		return -1, nil, fmt.Errorf("opening netlink in its netns: %w", err)

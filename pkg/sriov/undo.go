@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -191,24 +189,17 @@ func (d Restorer) probeOriginalVFs(rec AutoprobeRecord) (string, error) {
 // none), for status and export.
 func (s Sysfs) VFDrivers(pf string) map[string]int {
 	out := map[string]int{}
-	for _, vf := range vfsOf(s, pf) {
-		drv, err := s.Driver(vf)
-		if err != nil || drv == "" {
-			drv = "none"
-		}
-		out[drv]++
+	for _, vf := range s.ListVFs(pf) {
+		out[vf.DriverOrNone()]++
 	}
 	return out
 }
 
 // vfsOf lists the PCI addresses of pf's VFs.
 func vfsOf(sys Sysfs, pf string) []string {
-	links, _ := filepath.Glob(sys.Attr(pf, "virtfn*"))
 	var out []string
-	for _, l := range links {
-		if target, err := os.Readlink(l); err == nil {
-			out = append(out, filepath.Base(target))
-		}
+	for _, vf := range sys.ListVFs(pf) {
+		out = append(out, vf.PCI)
 	}
 	return out
 }
@@ -226,5 +217,11 @@ func (d Restorer) waitVFsFree(ctx context.Context, pf string) error {
 }
 
 // DefaultReturnWait is how long down waits for a physical PF to come back
-// from a dead netns before reporting it missing.
+// from a dead netns before reporting it missing: the kernel's netns
+// cleanup hands devices back from a workqueue, which on a busy host lags
+// by tens of seconds.
 const DefaultReturnWait = 60 * time.Second
+
+// returnPollInterval is how often down looks for the PF again: each look is
+// one netlink dump of the init netns.
+const returnPollInterval = 200 * time.Millisecond

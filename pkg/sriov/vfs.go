@@ -5,7 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/sriov-lane/sriov-lane/pkg/config"
 )
@@ -38,6 +42,39 @@ type VF struct {
 	// Netdev and MAC are set in netdevice mode: the VF's link in the target.
 	Netdev string `json:"netdev,omitempty"`
 	MAC    string `json:"mac,omitempty"`
+}
+
+// DriverOrNone is the VF's driver, or "none" when it has none (how status
+// and export print it).
+func (vf VF) DriverOrNone() string {
+	if vf.Driver == "" {
+		return "none"
+	}
+	return vf.Driver
+}
+
+// ListVFs lists pf's VFs in index order with the driver each is bound to
+// ("" for none), as sysfs shows them now: virtfn<N> of the PF points at VF
+// N. A VF whose link or driver cannot be read is left out or listed
+// without a driver; a PF without VFs has none.
+func (s Sysfs) ListVFs(pf string) []VF {
+	links, _ := filepath.Glob(s.Attr(pf, "virtfn*"))
+	var out []VF
+	for _, l := range links {
+		n, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(l), "virtfn"))
+		if err != nil {
+			continue
+		}
+		target, err := os.Readlink(l)
+		if err != nil {
+			continue
+		}
+		vf := VF{PCI: filepath.Base(target), Index: n}
+		vf.Driver, _ = s.Driver(vf.PCI)
+		out = append(out, vf)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Index < out[j].Index })
+	return out
 }
 
 // AutoprobeRecord is the journal data of OpAutoprobe.
@@ -136,7 +173,7 @@ func (s *Session) configureVFs(ctx context.Context, pf PF, opts VFOptions) ([]VF
 		}
 		vf := VF{PCI: filepath.Base(target), Index: j}
 		if opts.Mode == config.VFDriverVFIO {
-			err = s.bindVFIO(ctx, pf.PCI, vf.PCI)
+			err = s.bindVFIO(pf.PCI, vf.PCI)
 			vf.Driver = config.VFDriverVFIO
 		} else {
 			vf, err = s.bindNetdevice(ctx, pf.PCI, vf, opts.Target)
@@ -157,7 +194,7 @@ func setNumVFs(sys Sysfs, pci string, n int) error {
 	return WriteFile(sys.Attr(pci, "sriov_numvfs"), strconv.Itoa(n))
 }
 
-func (s *Session) bindVFIO(ctx context.Context, pf, vf string) error {
+func (s *Session) bindVFIO(pf, vf string) error {
 	cur, err := s.Sysfs.Driver(vf)
 	if err != nil {
 		return err
@@ -205,13 +242,15 @@ func (s *Session) bindNetdevice(ctx context.Context, pf string, vf VF, target Ne
 	if vf.Driver, err = s.Sysfs.Driver(vf.PCI); err != nil {
 		return vf, err
 	}
-	if vf.Driver == "" {
-		// drivers_probe succeeds when no driver matches, too.
-		return vf, fmt.Errorf("no kernel driver took VF %s (is its VF driver loaded?)", vf.PCI)
+	// The device plugin advertises a VF only when it has a driver, and
+	// sriov-cni moves a netdevice VF's netdev: a VF without either would
+	// leave allocatable short until up's wait times out. Say so here.
+	if err := netdeviceDriverProblem(s.Sysfs, vf); err != nil {
+		return vf, err
 	}
 	// The VF driver registers the netdev from deferred work (iavf's
 	// init task), after the probe returned: this wait is the kernel's.
-	err = waitFor(ctx, "netdev of VF "+vf.PCI, func() (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, pollInterval, vfNetdevWait, true, func(context.Context) (bool, error) {
 		macs, _ := netMACs(s.Sysfs, vf.PCI)
 		if len(macs) > 0 {
 			vf.MAC = macs[0]
@@ -219,12 +258,42 @@ func (s *Session) bindNetdevice(ctx context.Context, pf string, vf VF, target Ne
 		return vf.MAC != "", nil
 	})
 	if err != nil {
-		return vf, err
+		if ctx.Err() == nil { // the wait's own bound, not the caller's
+			err = fmt.Errorf("not done after %s", vfNetdevWait)
+		}
+		return vf, fmt.Errorf("bound to %s, but it registered no netdev: waiting for netdev of VF %s: %w", vf.Driver, vf.PCI, err)
 	}
 	if vf.Netdev, err = s.moveLink(ctx, "VF", vf.PCI, vf.MAC, target, nil); err != nil {
 		return vf, fmt.Errorf("moving VF netdev into %s: %w", target, err)
 	}
 	return vf, nil
+}
+
+// netdeviceDriverProblem says why vf, just probed, can never be a
+// netdevice VF: no driver took it (drivers_probe succeeds when none
+// matches), or it is on vfio-pci (a driver_override, e.g. set by driverctl
+// or a udev rule, or an id added to vfio-pci's new_id), which registers no
+// netdev.
+func netdeviceDriverProblem(sys Sysfs, vf VF) error {
+	override, _ := sys.ReadAttr(vf.PCI, "driver_override")
+	if override == "(null)" {
+		override = ""
+	}
+	switch vf.Driver {
+	case "":
+		vendor, _ := sys.ReadAttr(vf.PCI, "vendor")
+		device, _ := sys.ReadAttr(vf.PCI, "device")
+		found := "VF " + vendor + ":" + device
+		if override != "" {
+			found += fmt.Sprintf(", driver_override %q", override)
+		}
+		return fmt.Errorf("no driver bound after drivers_probe (%s): netdevice mode needs the NIC's kernel VF driver loaded (modprobe \"$(cat %s)\" finds it)",
+			found, sys.Attr(vf.PCI, "modalias"))
+	case config.VFDriverVFIO:
+		return fmt.Errorf("bound to %s, which registers no netdev (driver_override %q, or the VF's id written to its new_id): netdevice mode needs the NIC's kernel VF driver",
+			vf.Driver, override)
+	}
+	return nil
 }
 
 // unbind detaches bdf from driver (if any); the device is free when the

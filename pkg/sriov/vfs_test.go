@@ -25,9 +25,9 @@ func attr(t *testing.T, r *rig.Rig, bdf, name string) string {
 }
 
 func TestVFsVFIO(t *testing.T) {
-	r := rig.NewForTest(t, 1, "sx-v")
+	r := slotRig(t, 1)
 	pf := discover(t, r)[0]
-	j, _ := openJournal(t)
+	j := openJournal(t)
 	s := newSession(t, r, j)
 
 	if _, err := s.ConfigureVFs(testCtx(t), pf, sriov.VFOptions{Count: 9}); err == nil {
@@ -63,10 +63,10 @@ func TestVFsVFIO(t *testing.T) {
 }
 
 func TestVFsNetdevice(t *testing.T) {
-	r := rig.NewForTest(t, 1, "sx-n")
-	target := newNetns(t, "sx-vfnd")
+	r := slotRig(t, 1)
+	target := targetNetns(t, r, "vfnd")
 	pf := discover(t, r)[0]
-	j, _ := openJournal(t)
+	j := openJournal(t)
 	s := newSession(t, r, j)
 	if _, err := s.MovePF(testCtx(t), pf, target); err != nil {
 		t.Fatal(err)
@@ -105,9 +105,9 @@ func TestVFsNetdevice(t *testing.T) {
 // unbind: the undo gives up after its bound, saying why, and the next
 // reverse finishes once the group is closed.
 func TestUndoBlockedUnbindIsBounded(t *testing.T) {
-	r := rig.NewForTest(t, 1, "sx-b")
+	r := slotRig(t, 1)
 	pf := discover(t, r)[0]
-	j, _ := openJournal(t)
+	j := openJournal(t)
 	s := newSession(t, r, j)
 	vfs, err := s.ConfigureVFs(testCtx(t), pf, sriov.VFOptions{Count: 2})
 	if err != nil {
@@ -144,7 +144,7 @@ func TestUndoBlockedUnbindIsBounded(t *testing.T) {
 // A PF that already had VFs when the lane took it comes back with exactly
 // those: as many, bound to the drivers they had.
 func TestPFWithVFsComesBackWithThem(t *testing.T) {
-	r := rig.NewForTest(t, 1, "sx-k")
+	r := slotRig(t, 1)
 	pf := discover(t, r)[0]
 	sys := sriov.Sysfs{Root: r.State.SysfsRoot}
 	if err := sriov.WriteFile(sys.Attr(pf.PCI, "sriov_numvfs"), "3"); err != nil {
@@ -165,7 +165,7 @@ func TestPFWithVFsComesBackWithThem(t *testing.T) {
 	if len(before) != 3 || before[0] == "" {
 		t.Fatalf("set-up: VFs %v, want 3 probed by autoprobe", before)
 	}
-	j, _ := openJournal(t)
+	j := openJournal(t)
 	s := newSession(t, r, j)
 	if _, err := s.ConfigureVFs(testCtx(t), pf, sriov.VFOptions{Count: 4}); err != nil {
 		t.Fatal(err)

@@ -62,13 +62,14 @@ func (d LaneDir) Path() string { return string(d) }
 // Journal is the lane's write-ahead journal.
 func (d LaneDir) Journal() string { return filepath.Join(string(d), journalFile) }
 
-// Exists reports whether the lane exists: from the moment up creates its
-// journal until down, having undone everything, removes it.
+// HasJournal reports whether the lane's journal is there, which is what
+// makes a lane exist: from the moment up creates its journal until down,
+// having undone everything, removes it.
 //
 // Only a journal that can be seen counts: a caller that may not read the
 // state dir (not root) must reach the check that tells it so, not be told
 // the lane exists.
-func (d LaneDir) Exists() bool {
+func (d LaneDir) HasJournal() bool {
 	_, err := os.Stat(d.Journal())
 	return err == nil
 }
@@ -93,6 +94,10 @@ func (d LaneDir) MachineIDs() string { return filepath.Join(string(d), "machine-
 
 // MachineID is the file bind-mounted as /etc/machine-id into node.
 func (d LaneDir) MachineID(node string) string { return filepath.Join(d.MachineIDs(), node) }
+
+// NodeHooks holds the scripts k3d's entrypoint runs in every node before
+// k3s starts (bind-mounted as /bin/k3d-entrypoint-*.sh).
+func (d LaneDir) NodeHooks() string { return filepath.Join(string(d), "node-hooks") }
 
 // Kubectl is k3s's multi-call binary taken from the server, named kubectl
 // so that it acts as one.

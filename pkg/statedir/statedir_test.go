@@ -52,7 +52,7 @@ func TestLanesAreThoseWithAJournal(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(names, []string{"a", "b"}) {
 		t.Fatalf("Lanes() = %v, %v", names, err)
 	}
-	if !d.Lane("a").Exists() || d.Lane("empty").Exists() || d.Lane("none").Exists() {
+	if !d.Lane("a").HasJournal() || d.Lane("empty").HasJournal() || d.Lane("none").HasJournal() {
 		t.Error("a lane exists exactly while its journal does")
 	}
 	if _, err := os.Stat(filepath.Join(string(d), "lanes")); err != nil {

@@ -9,19 +9,20 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/sriov-lane/sriov-lane/test/proc"
 )
 
 const (
@@ -46,18 +47,24 @@ type Options struct {
 	Token string
 	// BindAddress is where kube-apiserver listens (default 127.0.0.1).
 	BindAddress string
-	// SecurePort, EtcdClientPort and EtcdPeerPort default to free ports.
+	// SecurePort, EtcdClientPort and EtcdPeerPort are required: the
+	// stand-in k3s gives k3s's, tests a test slot's (TestOptions).
 	SecurePort, EtcdClientPort, EtcdPeerPort int
 	// KubeconfigHost is the host written into the kubeconfig's server URL
 	// (default 127.0.0.1).
 	KubeconfigHost string
 	// ReadyTimeout bounds the wait for /readyz (default 90 s).
 	ReadyTimeout time.Duration
-	// ServiceCIDR is the service cluster IP range (default DefaultServiceCIDR);
-	// its first address is a SAN of the serving certificate.
+	// ServiceCIDR is the service cluster IP range, one CIDR or a
+	// comma-separated dual-stack pair (default DefaultServiceCIDR); the
+	// first address of the first is a SAN of the serving certificate.
 	ServiceCIDR string
 	// ExtraArgs are appended to kube-apiserver's arguments (later flags win).
 	ExtraArgs []string
+	// Echo also receives etcd's and kube-apiserver's output, which always
+	// goes to etcd.log and kube-apiserver.log in Dir: the stand-in k3s
+	// passes its stderr, where k3s's in-process components log.
+	Echo io.Writer
 }
 
 // Server is a running etcd + kube-apiserver pair.
@@ -78,79 +85,10 @@ type Server struct {
 	CACertFile, CAKeyFile, ServiceAccountKeyFile string
 
 	removeDir bool
-	etcd      *process
-	apiserver *process
-}
-
-// process is a child with its exit observed in the background, so a crash
-// during start-up is reported at once instead of after the ready timeout.
-type process struct {
-	name    string
-	cmd     *exec.Cmd
-	logPath string
-	done    chan struct{}
-	err     error
-}
-
-func startProcess(name, logPath string, bin string, args ...string) (*process, error) {
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("opening %s log %s: %w", name, logPath, err)
-	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout = logFile
-	cmd.Stderr = logFile
-	// Own process group: a test's Ctrl-C must not race our orderly Stop, and
-	// Stop can signal anything the binary forks. No Pdeathsig: it fires when
-	// the spawning OS thread exits, which Go does when any goroutine locked
-	// to a thread (netns code) ends - the child would die at random.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		return nil, fmt.Errorf("starting %s (%s): %w", name, bin, err)
-	}
-	p := &process{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		logFile.Close()
-		close(p.done)
-	}()
-	return p, nil
-}
-
-func (p *process) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// stop asks politely, then kills after a grace period.
-func (p *process) stop(grace time.Duration) {
-	if p == nil || p.exited() {
-		return
-	}
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(grace):
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		<-p.done
-	}
-}
-
-// logTail returns the end of a log file for error messages.
-func logTail(path string, max int) string {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Sprintf("(no log: %v)", err)
-	}
-	if len(data) > max {
-		data = data[len(data)-max:]
-	}
-	return string(data)
+	etcd      *proc.Process
+	apiserver *proc.Process
+	// echo also receives both children's output (Options.Echo).
+	echo io.Writer
 }
 
 // Start launches etcd and kube-apiserver and waits until /readyz answers 200.
@@ -177,7 +115,10 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 	if opts.ServiceCIDR == "" {
 		opts.ServiceCIDR = DefaultServiceCIDR
 	}
-	serviceIP, err := FirstIP(opts.ServiceCIDR)
+	// A dual-stack range is "v4,v6": the kubernetes Service takes its
+	// address from the first (kube-apiserver's primary range).
+	primary, _, _ := strings.Cut(opts.ServiceCIDR, ",")
+	serviceIP, err := FirstIP(primary)
 	if err != nil {
 		return nil, fmt.Errorf("starting control plane: service CIDR: %w", err)
 	}
@@ -189,15 +130,11 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 	if strings.ContainsAny(opts.Token, ",\"\n\r") {
 		return nil, errors.New("starting control plane: token must not contain commas, quotes or newlines (static token file format)")
 	}
-	for _, port := range []*int{&opts.SecurePort, &opts.EtcdClientPort, &opts.EtcdPeerPort} {
-		if *port == 0 {
-			if *port, err = freePort(); err != nil {
-				return nil, err
-			}
-		}
+	if opts.SecurePort == 0 || opts.EtcdClientPort == 0 || opts.EtcdPeerPort == 0 {
+		return nil, fmt.Errorf("starting control plane: ports %d (kube-apiserver), %d and %d (etcd): all three are required", opts.SecurePort, opts.EtcdClientPort, opts.EtcdPeerPort)
 	}
 
-	s := &Server{Token: opts.Token, Dir: opts.Dir}
+	s := &Server{Token: opts.Token, Dir: opts.Dir, echo: opts.Echo}
 	if s.Dir == "" {
 		if s.Dir, err = os.MkdirTemp("", "sriov-lane-apiserver-"); err != nil {
 			return nil, fmt.Errorf("creating control-plane directory: %w", err)
@@ -224,7 +161,7 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 
 	etcdClient := "http://127.0.0.1:" + strconv.Itoa(opts.EtcdClientPort)
 	etcdPeer := "http://127.0.0.1:" + strconv.Itoa(opts.EtcdPeerPort)
-	s.etcd, err = startProcess("etcd", filepath.Join(s.Dir, "etcd.log"), etcdBin,
+	s.etcd, err = s.start("etcd", etcdBin,
 		"--name=default",
 		"--data-dir="+filepath.Join(s.Dir, "etcd"),
 		"--listen-client-urls="+etcdClient,
@@ -257,8 +194,7 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 		"--cert-dir=" + filepath.Join(s.Dir, "apiserver-certs"),
 		"--v=1",
 	}
-	s.apiserver, err = startProcess("kube-apiserver", filepath.Join(s.Dir, "kube-apiserver.log"), apiserverBin,
-		append(apiserverArgs, opts.ExtraArgs...)...)
+	s.apiserver, err = s.start("kube-apiserver", apiserverBin, append(apiserverArgs, opts.ExtraArgs...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -288,11 +224,11 @@ func (s *Server) waitReady(ctx context.Context, timeout time.Duration) error {
 	}
 	hc := &http.Client{Transport: tr, Timeout: 2 * time.Second}
 	deadline := time.Now().Add(timeout)
-	lastErr := errors.New("no answer yet")
+	var lastErr error
 	for {
-		for _, p := range []*process{s.etcd, s.apiserver} {
-			if p.exited() {
-				return fmt.Errorf("%s exited during start-up (%v); log %s:\n%s", p.name, p.err, p.logPath, logTail(p.logPath, 4000))
+		for _, p := range []*proc.Process{s.etcd, s.apiserver} {
+			if err := p.Exited(); err != nil {
+				return fmt.Errorf("during start-up: %w", err)
 			}
 		}
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+"/readyz", nil)
@@ -307,7 +243,7 @@ func (s *Server) waitReady(ctx context.Context, timeout time.Duration) error {
 			lastErr = err
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("kube-apiserver at %s not ready after %s: %v; log %s:\n%s", s.URL, timeout, lastErr, s.apiserver.logPath, logTail(s.apiserver.logPath, 4000))
+			return fmt.Errorf("kube-apiserver at %s not ready after %s: %v; log %s:\n%s", s.URL, timeout, lastErr, s.apiserver.LogPath, proc.Tail(s.apiserver.LogPath, 4000))
 		}
 		select {
 		case <-ctx.Done():
@@ -320,19 +256,29 @@ func (s *Server) waitReady(ctx context.Context, timeout time.Duration) error {
 // Logs returns the tails of both logs, for test failure messages.
 func (s *Server) Logs() string {
 	var b strings.Builder
-	for _, p := range []*process{s.etcd, s.apiserver} {
+	for _, p := range []*proc.Process{s.etcd, s.apiserver} {
 		if p != nil {
-			fmt.Fprintf(&b, "==> %s <==\n%s\n", p.logPath, logTail(p.logPath, 8000))
+			fmt.Fprintf(&b, "==> %s <==\n%s\n", p.LogPath, proc.Tail(p.LogPath, 8000))
 		}
 	}
 	return b.String()
 }
 
+// stopGrace is how long Stop waits for each child after SIGTERM before
+// killing it: a test's etcd and kube-apiserver hold little state, so one
+// still running after this is stuck.
+const stopGrace = 5 * time.Second
+
+// start runs one child with its output in Dir/<name>.log.
+func (s *Server) start(name, bin string, args ...string) (*proc.Process, error) {
+	return proc.Start(proc.Spec{Name: name, Bin: bin, Args: args, LogPath: filepath.Join(s.Dir, name+".log"), Echo: s.echo})
+}
+
 // Stop ends kube-apiserver, then etcd, and removes a temporary directory.
 // It is safe to call more than once.
 func (s *Server) Stop() {
-	s.apiserver.stop(5 * time.Second)
-	s.etcd.stop(5 * time.Second)
+	s.apiserver.Stop(stopGrace)
+	s.etcd.Stop(stopGrace)
 	if s.removeDir && s.Dir != "" {
 		_ = os.RemoveAll(s.Dir)
 	}
@@ -343,10 +289,10 @@ func (s *Server) Wait(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-s.etcd.done:
-		return fmt.Errorf("etcd exited: %v; log:\n%s", s.etcd.err, logTail(s.etcd.logPath, 4000))
-	case <-s.apiserver.done:
-		return fmt.Errorf("kube-apiserver exited: %v; log:\n%s", s.apiserver.err, logTail(s.apiserver.logPath, 4000))
+	case <-s.etcd.Done():
+		return s.etcd.ExitError()
+	case <-s.apiserver.Done():
+		return s.apiserver.ExitError()
 	}
 }
 
@@ -387,15 +333,4 @@ func FirstIP(cidr string) (net.IP, error) {
 		return nil, fmt.Errorf("%s has no host addresses", cidr)
 	}
 	return ip, nil
-}
-
-// freePort asks the kernel for an unused loopback port. Another process can
-// take it before we bind; tests accept that small race.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("finding a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -10,17 +10,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
-
-	"github.com/sriov-lane/sriov-lane/test/testutil"
 )
 
 func TestStartCreateNamespaceStop(t *testing.T) {
-	assets := testutil.RequireEnvPath(t, "SRIOV_LANE_TEST_ASSETS", "kube-apiserver and etcd binaries")
+	opts := TestOptions(t)
+	opts.SANs = []string{"sriov-lane.test"}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
 	begin := time.Now()
-	s, err := Start(ctx, Options{AssetsDir: assets, SANs: []string{"sriov-lane.test"}})
+	s, err := Start(ctx, opts)
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
@@ -68,16 +67,10 @@ func TestStartCreateNamespaceStop(t *testing.T) {
 // A stand-in node container that restarts runs Start again on the same
 // directory: data must survive and earlier credentials must stay valid.
 func TestRestartOnSameDirKeepsDataAndCredentials(t *testing.T) {
-	assets := testutil.RequireEnvPath(t, "SRIOV_LANE_TEST_ASSETS", "kube-apiserver and etcd binaries")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	opts := Options{AssetsDir: assets, Dir: t.TempDir(), Token: "restart-token"}
-	for _, p := range []*int{&opts.SecurePort, &opts.EtcdClientPort, &opts.EtcdPeerPort} {
-		var err error
-		if *p, err = freePort(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	opts := TestOptions(t)
+	opts.Dir, opts.Token = t.TempDir(), "restart-token"
 
 	first, err := Start(ctx, opts)
 	if err != nil {

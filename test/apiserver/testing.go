@@ -9,12 +9,20 @@ import (
 	"github.com/sriov-lane/sriov-lane/test/testutil"
 )
 
-// StartForTest starts a control plane from $SRIOV_LANE_TEST_ASSETS, stops it
-// when the test ends, and prints its logs if the test failed.
-func StartForTest(t testing.TB) *rest.Config {
+// TestOptions are the Options of a test's control plane: the binaries from
+// $SRIOV_LANE_TEST_ASSETS, and ports of a test slot of its own.
+func TestOptions(t testing.TB) Options {
 	t.Helper()
 	assets := testutil.RequireEnvPath(t, "SRIOV_LANE_TEST_ASSETS", "kube-apiserver and etcd binaries")
-	s, err := Start(context.Background(), Options{AssetsDir: assets})
+	s := testutil.TakeSlot(t)
+	return Options{AssetsDir: assets, SecurePort: s.Port(t), EtcdClientPort: s.Port(t), EtcdPeerPort: s.Port(t)}
+}
+
+// StartForTest starts a control plane with TestOptions, stops it when the
+// test ends, and prints its logs if the test failed.
+func StartForTest(t testing.TB) *rest.Config {
+	t.Helper()
+	s, err := Start(context.Background(), TestOptions(t))
 	if err != nil {
 		t.Fatalf("starting kube-apiserver: %v", err)
 	}

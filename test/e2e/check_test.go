@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/sriov-lane/sriov-lane/test/rig"
+	"github.com/sriov-lane/sriov-lane/test/testutil"
 )
 
 type checkLine struct {
@@ -30,8 +31,9 @@ func checkJSON(t *testing.T, args ...string) (int, map[string]checkLine) {
 
 func TestCheckOnTheRig(t *testing.T) {
 	requireRig(t)
-	r := rig.NewForTest(t, 2, "rgc")
-	l := newLane(t, r, "e2e-c", 16453)
+	s := testutil.TakeSlot(t)
+	r := rig.NewForTest(t, 2, s.RigPrefix())
+	l := newLane(t, r, s, 0)
 	before := snapshot(t, r, l)
 	code, m := checkJSON(t, "--config", l.path)
 	if code != 0 {
@@ -64,8 +66,12 @@ func TestCheckOnTheRig(t *testing.T) {
 func TestCheckOnEmptySysfsRoot(t *testing.T) {
 	testRoot := t.TempDir()
 	empty := filepath.Join(testRoot, "sys")
-	os.MkdirAll(filepath.Join(empty, "bus/pci/devices"), 0o755)
-	os.WriteFile(filepath.Join(empty, "bus/pci/drivers_probe"), nil, 0o644)
+	if err := os.MkdirAll(filepath.Join(empty, "bus/pci/devices"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(empty, "bus/pci/drivers_probe"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	code, m := checkJSON(t, "--sysfs-root", empty, "--state-dir", filepath.Join(testRoot, "state"), "--registry=false")
 	if code != 1 {
 		t.Errorf("check on an empty sysfs root exits %d", code)

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,12 +15,12 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
 	"github.com/vishvananda/netlink"
 
@@ -32,9 +33,23 @@ import (
 // binary is the sriov-lane built once for the package (TestMain).
 var binary string
 
+// logsRoot is where a failed test's lanes export their logs (exportLogs):
+// $ARTIFACTS, where a CI system collects files, else a directory made
+// under the caller's temp dir (not TestMain's TMPDIR, which is removed).
+var logsRoot = sync.OnceValues(func() (string, error) {
+	if a := os.Getenv("ARTIFACTS"); a != "" {
+		return a, nil
+	}
+	return os.MkdirTemp(callerTmp, "sriov-lane-e2e-logs-")
+})
+
+// callerTmp is the temp dir the tests were started with.
+var callerTmp = os.TempDir()
+
 // Tests that bring a lane up run in parallel (t.Parallel, and make test's
-// -parallel): each has its own rig prefix, lane name and API port, and
-// every check they make is scoped to those. Tests that look at host-wide
+// -parallel): each takes a test slot (testutil.TakeSlot) for its rig
+// prefix, lane names and ports, unique among all tests running on the
+// machine, and every check they make is scoped to those. Tests that look at host-wide
 // state (sysctls, a snapshot of what bad input may touch) stay serial and
 // run first.
 func TestMain(m *testing.M) {
@@ -42,7 +57,12 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	os.Chmod(dir, 0o755) // the not-root case runs it as nobody
+	// The not-root case runs the binary as nobody.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		fmt.Fprintf(os.Stderr, "opening the binary's directory to nobody: %v\n", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
 	binary = filepath.Join(dir, "sriov-lane")
 	out, err := exec.Command("go", "build", "-o", binary, "github.com/sriov-lane/sriov-lane/cmd/sriov-lane").CombinedOutput()
 	if err != nil {
@@ -106,10 +126,16 @@ func run(t *testing.T, extraEnv []string, args ...string) result {
 type lane struct {
 	cfg  *config.Lane
 	path string
+	// exported is set once the lane's logs are exported for a failure.
+	exported atomic.Bool
 }
 
-func newLane(t *testing.T, r *rig.Rig, name string, port int, pfs ...string) *lane {
+// newLane writes the config of lane i of slot s on rig r: the slot's i-th
+// lane name and its next port as the API port (testutil.Slot), taking the
+// PFs matching pfs when given.
+func newLane(t *testing.T, r *rig.Rig, s *testutil.Slot, i int, pfs ...string) *lane {
 	t.Helper()
+	name, port := s.Lane(i), s.Port(t)
 	b, err := os.ReadFile(r.LaneConfigPath())
 	if err != nil {
 		t.Fatal(err)
@@ -142,13 +168,47 @@ func newLane(t *testing.T, r *rig.Rig, name string, port int, pfs ...string) *la
 // up brings the lane up and fails the test if it does not come up.
 func (l *lane) up(t *testing.T) {
 	t.Helper()
-	if res := run(t, nil, "up", "--config", l.path); res.code != 0 {
+	if res := l.upRetained(t, nil); res.code != 0 {
 		t.Fatal("up failed")
 	}
 }
 
+// upRetained runs an up the test expects to succeed, with --retain: if it
+// fails, what it made stays for down to export (exportLogs) and then
+// remove, instead of being undone before anyone could look at it. Ups
+// whose failure and undo a test checks run without it.
+func (l *lane) upRetained(t *testing.T, extraEnv []string, args ...string) result {
+	t.Helper()
+	return run(t, extraEnv, append([]string{"up", "--config", l.path, "--retain"}, args...)...)
+}
+
+// down takes the lane down, after exporting its logs if the test failed.
 func (l *lane) down(t *testing.T) result {
+	if t.Failed() {
+		l.exportLogs(t)
+	}
 	return run(t, nil, "down", "--config", l.path)
+}
+
+// exportLogs runs `sriov-lane export logs` into <logsRoot>/<test name>,
+// once per lane, and says where: a failed e2e test leaves the lane's node,
+// pod and component logs where CI collects them.
+func (l *lane) exportLogs(t *testing.T) {
+	if !l.exported.CompareAndSwap(false, true) {
+		return
+	}
+	root, err := logsRoot()
+	if err != nil {
+		t.Logf("not exporting logs of lane %s: %v", l.cfg.Name, err)
+		return
+	}
+	dir := filepath.Join(root, t.Name())
+	if res := run(t, nil, "export", "logs", "--config", l.path, dir); res.code != 0 {
+		// Diagnostics only: a lane that never came up has nothing to export.
+		t.Logf("exporting logs of lane %s to %s: exit %d", l.cfg.Name, dir, res.code)
+		return
+	}
+	t.Logf("logs of lane %s exported to %s", l.cfg.Name, filepath.Join(dir, l.cfg.Name))
 }
 
 // hostSnapshot is what must be unchanged by a command that failed early.
@@ -162,7 +222,7 @@ func snapshot(t *testing.T, r *rig.Rig, l *lane) hostSnapshot {
 	t.Helper()
 	stateDir := l.cfg.StateDir
 	var s hostSnapshot
-	links, err := netlink.LinkList()
+	links, err := testutil.LinkList(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,12 +242,16 @@ func snapshot(t *testing.T, r *rig.Rig, l *lane) hostSnapshot {
 			s.containers = append(s.containers, names)
 		}
 	}
-	filepath.Walk(stateDir, func(p string, _ os.FileInfo, err error) error {
+	// What cannot be read is left out, not a failure: a command under test
+	// may be removing it. Walk then returns no error of its own.
+	if err := filepath.Walk(stateDir, func(p string, _ os.FileInfo, err error) error {
 		if err == nil {
 			s.state = append(s.state, p)
 		}
 		return nil
-	})
+	}); err != nil {
+		t.Fatal(err)
+	}
 	sort.Strings(s.links)
 	sort.Strings(s.containers)
 	sort.Strings(s.state)
@@ -206,8 +270,6 @@ func (a hostSnapshot) diff(b hostSnapshot) string {
 	}
 	return d
 }
-
-func networkInspectOptions() network.InspectOptions { return network.InspectOptions{} }
 
 func docker(t *testing.T) *client.Client {
 	t.Helper()
@@ -232,17 +294,12 @@ func assertLaneGone(t *testing.T, r *rig.Rig, l *lane, pfs []rig.PFInfo) {
 			t.Errorf("PF %s numvfs = %q (%v), want 0", pf.Name, n, err)
 		}
 	}
-	cli := docker(t)
-	ctx := context.Background()
-	cs, _ := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", "k3d.cluster="+l.cfg.Name))})
-	if len(cs) > 0 {
-		t.Errorf("%d containers of lane %s remain", len(cs), l.cfg.Name)
+	left, err := testutil.K3dLeftovers(context.Background(), docker(t), l.cfg.Name)
+	if err != nil {
+		t.Error(err)
 	}
-	if _, err := cli.NetworkInspect(ctx, "k3d-"+l.cfg.Name, networkInspectOptions()); err == nil {
-		t.Errorf("network k3d-%s remains", l.cfg.Name)
-	}
-	if _, err := cli.VolumeInspect(ctx, "k3d-"+l.cfg.Name+"-images"); err == nil {
-		t.Errorf("volume k3d-%s-images remains", l.cfg.Name)
+	for _, o := range left {
+		t.Errorf("%s of lane %s remains", o, l.cfg.Name)
 	}
 	leases, _ := filepath.Glob(filepath.Join(statedir.Dir(l.cfg.StateDir).Leases(), "*.json"))
 	for _, f := range leases {
@@ -276,9 +333,21 @@ func startUp(t *testing.T, l *lane) (*exec.Cmd, <-chan string) {
 		for sc.Scan() {
 			lines <- sc.Text()
 		}
+		if err := sc.Err(); err != nil {
+			lines <- "startUp: " + err.Error()
+		}
 		close(lines)
 	}()
-	go func() { cmd.Wait(); pw.Close() }()
+	go func() {
+		// How up ended reaches the caller as cmd.ProcessState; what else
+		// Wait reports (copying the output failed) ends the lines.
+		err := cmd.Wait()
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			err = nil
+		}
+		pw.CloseWithError(err)
+	}()
 	return cmd, lines
 }
 

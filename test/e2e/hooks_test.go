@@ -5,14 +5,16 @@ import (
 	"testing"
 
 	"github.com/sriov-lane/sriov-lane/test/rig"
+	"github.com/sriov-lane/sriov-lane/test/testutil"
 )
 
 func TestFailingPostUpHookUndoesUp(t *testing.T) {
 	t.Parallel() // own rig, lane names and API port (see TestMain)
 	requireRig(t)
 	// One agent: the hook and the undo are the point.
-	r := rig.NewForTest(t, 1, "rgf")
-	l := newLane(t, r, "e2e-f", 16452)
+	s := testutil.TakeSlot(t)
+	r := rig.NewForTest(t, 1, s.RigPrefix())
+	l := newLane(t, r, s, 0)
 	l.cfg.Agents = 1
 	l.cfg.Hooks.PostUp = [][]string{{"/bin/sh", "-c", "echo hook-failing; exit 7"}}
 	writeLane(t, l)

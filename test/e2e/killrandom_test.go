@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 
 	"github.com/sriov-lane/sriov-lane/test/rig"
+	"github.com/sriov-lane/sriov-lane/test/testutil"
 )
 
 // TestSIGKILLAtRandomPointsLosesNothing kills up, down and repair with
@@ -32,8 +34,9 @@ func TestSIGKILLAtRandomPointsLosesNothing(t *testing.T) {
 	}
 	t.Logf("seed %d (replay with SRIOV_LANE_TEST_SEED)", seed)
 	rnd := rand.New(rand.NewPCG(seed, 0))
-	r := rig.NewForTest(t, 2, "rgz")
-	l := newLane(t, r, "e2e-z", 16459)
+	s := testutil.TakeSlot(t)
+	r := rig.NewForTest(t, 2, s.RigPrefix())
+	l := newLane(t, r, s, 0)
 	cli := docker(t)
 	// Up to about how long each command runs on the rig, so that most
 	// kills land inside it.
@@ -45,14 +48,25 @@ func TestSIGKILLAtRandomPointsLosesNothing(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
+		// Wait's exit status is no failure (killed, or a command that met
+		// an earlier kill's leftovers); anything else it reports is.
+		waited := func(err error) {
+			var exit *exec.ExitError
+			if err != nil && !errors.As(err, &exit) {
+				t.Errorf("waiting for %s: %v", args[0], err)
+			}
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
 		select {
-		case <-done:
+		case err := <-done:
+			waited(err)
 			t.Logf("%s finished before the kill at %s", args[0], d)
 		case <-time.After(d):
-			cmd.Process.Kill()
-			<-done
+			if err := cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+				t.Errorf("killing %s: %v", args[0], err)
+			}
+			waited(<-done)
 			t.Logf("%s killed after %s", args[0], d)
 		}
 	}
@@ -82,7 +96,7 @@ func TestSIGKILLAtRandomPointsLosesNothing(t *testing.T) {
 		})
 		t.Run("repair_then_down", func(t *testing.T) {
 			l.up(t)
-			if err := cli.ContainerRestart(context.Background(), "k3d-e2e-z-agent-0", container.StopOptions{}); err != nil {
+			if err := cli.ContainerRestart(context.Background(), "k3d-"+l.cfg.Name+"-agent-0", container.StopOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			killAfter(t, within(4*time.Second), "repair", "--config", l.path)

@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -24,12 +24,14 @@ import (
 func TestKubevirtciDropIn(t *testing.T) {
 	t.Parallel() // own rig, lane names and API port (see TestMain)
 	requireRig(t)
-	r := rig.NewForTest(t, 2, "rgv")
-	l := newLane(t, r, "e2e-v", 16461)
+	s := testutil.TakeSlot(t)
+	r := rig.NewForTest(t, 2, s.RigPrefix())
+	l := newLane(t, r, s, 0)
+	server0, agent0, agent1 := "k3d-"+l.cfg.Name+"-server-0", "k3d-"+l.cfg.Name+"-agent-0", "k3d-"+l.cfg.Name+"-agent-1"
 	// The registry is optional in the rig (make test-env builds its
 	// stand-in only when it can); with it, docker_prefix and _port registry
 	// are checked against the real container.
-	const registryPort = "16462"
+	registryPort := strconv.Itoa(s.Port(t))
 	_, err := docker(t).ImageInspect(context.Background(), testutil.StandinRegistryImage)
 	withRegistry := err == nil
 	if withRegistry {
@@ -68,7 +70,7 @@ func TestKubevirtciDropIn(t *testing.T) {
 	if err := json.Unmarshal([]byte(pfsJSON), &pfs); err != nil || len(pfs) != 2 {
 		t.Errorf("SRIOV_LANE_PFS = %q (%v)", pfsJSON, err)
 	}
-	if !strings.Contains(string(hookEnv), "SRIOV_LANE_NAME=e2e-v") || !strings.Contains(string(hookEnv), "KUBECONFIG=/") {
+	if !strings.Contains(string(hookEnv), "SRIOV_LANE_NAME="+l.cfg.Name) || !strings.Contains(string(hookEnv), "KUBECONFIG=/") {
 		t.Errorf("hook environment lacks SRIOV_LANE_NAME or KUBECONFIG")
 	}
 	dir := tr.ProviderDir()
@@ -77,7 +79,7 @@ func TestKubevirtciDropIn(t *testing.T) {
 			t.Errorf("up wrote no %s: %v", f, err)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(dir, "config-provider-e2e-v.sh")); err == nil {
+	if _, err := os.Stat(filepath.Join(dir, "config-provider-"+l.cfg.Name+".sh")); err == nil {
 		t.Errorf("up wrote the config under the lane's name, which hack/config.sh never sources")
 	}
 
@@ -101,33 +103,27 @@ func TestKubevirtciDropIn(t *testing.T) {
 	want["docker_prefix"], want["manifest_docker_prefix"] = "quay.io/me/kv", "quay.io/me/kv"
 	checkVars("hack/config.sh with DOCKER_PREFIX", tr.Config(t, env("DOCKER_PREFIX=quay.io/me/kv")))
 
-	// kubectl.sh: .kubectl must be kubectl with the lane's kubeconfig. The
-	// stand-in k3s has no real kubectl but says what its kubectl was asked.
-	res = tr.Run(t, env(), "kubectl.sh", "get", "nodes")
-	if !strings.Contains(res.Stderr, "stand-in k3s has no kubectl") ||
-		!strings.Contains(res.Stderr, `"--kubeconfig=`+filepath.Join(dir, ".kubeconfig")+`" "get" "nodes"`) {
-		t.Errorf("kubectl.sh get nodes did not reach kubectl with the lane's kubeconfig")
+	// kubectl.sh: .kubectl is the server's k3s run as kubectl, a whole
+	// kubectl (the stand-in links k8s.io/kubectl in, as k3s does), with the
+	// lane's kubeconfig: it lists the lane's nodes, and a command only a
+	// whole kubectl knows (apply) works too.
+	res = tr.Run(t, env(), "kubectl.sh", "get", "nodes", "-o", "name")
+	for _, n := range []string{server0, agent0, agent1} {
+		if res.Code != 0 || !strings.Contains(res.Stdout, "node/"+n) {
+			t.Errorf("kubectl.sh get nodes: exit %d, %s not listed\n%s", res.Code, n, res.Stderr)
+		}
 	}
-	// With the host's kubectl in the stand-in's place, the nodes themselves.
-	if host, err := exec.LookPath("kubectl"); err == nil && exec.Command(host, "version", "--client").Run() == nil {
-		bin := l.cfg.Dir().Kubectl()
-		if err := os.Remove(bin); err != nil {
-			t.Fatalf("the kubectl .kubectl runs is not at %s: %v", bin, err)
-		}
-		if err := os.Symlink(host, bin); err != nil {
-			t.Fatal(err)
-		}
-		res := tr.Run(t, env(), "kubectl.sh", "get", "nodes", "-o", "name")
-		for _, n := range []string{"k3d-e2e-v-server-0", "k3d-e2e-v-agent-0", "k3d-e2e-v-agent-1"} {
-			if res.Code != 0 || !strings.Contains(res.Stdout, "node/"+n) {
-				t.Errorf("kubectl.sh get nodes: exit %d, %s not listed", res.Code, n)
-			}
-		}
+	cm := filepath.Join(t.TempDir(), "cm.yaml")
+	if err := os.WriteFile(cm, []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kubectl-sh-apply\n  namespace: default\ndata:\n  a: b\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if res := tr.Run(t, env(), "kubectl.sh", "apply", "-f", cm); res.Code != 0 || !strings.Contains(res.Stdout, "configmap/kubectl-sh-apply created") {
+		t.Errorf("kubectl.sh apply: exit %d, %q %q", res.Code, res.Stdout, res.Stderr)
 	}
 
 	// ssh.sh: by container (= node) name and by kubevirtci's node01...
 	for node, container := range map[string]string{
-		"k3d-e2e-v-agent-0": "k3d-e2e-v-agent-0", "node01": "k3d-e2e-v-server-0", "node03": "k3d-e2e-v-agent-1",
+		agent0: agent0, "node01": server0, "node03": agent1,
 	} {
 		res := tr.Run(t, env(), "ssh.sh", node, "hostname")
 		if res.Code != 0 || strings.TrimSpace(res.Stdout) != container {
@@ -135,21 +131,21 @@ func TestKubevirtciDropIn(t *testing.T) {
 		}
 	}
 	// ...a command line for the node's shell, as with ssh: the agents hold the PFs.
-	res = tr.Run(t, env(), "ssh.sh", "node02", "ls /sys/class/net | grep rgv")
-	if res.Code != 0 || !strings.Contains(res.Stdout, "rgv") {
-		t.Errorf("ssh.sh node02: exit %d, no rgv PF in agent-0: %q", res.Code, res.Stdout)
+	res = tr.Run(t, env(), "ssh.sh", "node02", "ls /sys/class/net | grep "+r.State.Prefix)
+	if res.Code != 0 || !strings.Contains(res.Stdout, r.State.Prefix) {
+		t.Errorf("ssh.sh node02: exit %d, no %s PF in agent-0: %q", res.Code, r.State.Prefix, res.Stdout)
 	}
 	// ...and a shell reading stdin when no command is given.
 	res = tr.RunInput(t, env(), "hostname\n", "ssh.sh", "node01")
-	if res.Code != 0 || strings.TrimSpace(res.Stdout) != "k3d-e2e-v-server-0" {
+	if res.Code != 0 || strings.TrimSpace(res.Stdout) != server0 {
 		t.Errorf("ssh.sh node01 (shell): exit %d, %q", res.Code, res.Stdout)
 	}
 
 	// cli.sh, kubevirtci's gocli entry point: ssh and ports.
-	if res := tr.Run(t, env(), "cli.sh", "ssh", "node02", "hostname"); strings.TrimSpace(res.Stdout) != "k3d-e2e-v-agent-0" {
+	if res := tr.Run(t, env(), "cli.sh", "ssh", "node02", "hostname"); strings.TrimSpace(res.Stdout) != agent0 {
 		t.Errorf("cli.sh ssh node02 hostname: exit %d, %q", res.Code, res.Stdout)
 	}
-	if res := tr.Run(t, env(), "cli.sh", "ports", "k8s"); strings.TrimSpace(res.Stdout) != "16461" {
+	if res := tr.Run(t, env(), "cli.sh", "ports", "k8s"); strings.TrimSpace(res.Stdout) != strconv.Itoa(l.cfg.APIPort) {
 		t.Errorf("cli.sh ports k8s: exit %d, %q", res.Code, res.Stdout)
 	}
 	if withRegistry {
@@ -168,13 +164,13 @@ func TestKubevirtciDropIn(t *testing.T) {
 	}
 	// down exported the lane's logs into ARTIFACTS before it went.
 	for _, f := range []string{"journal.jsonl", "lane.yaml", "nodes.json", "events.txt", "sriov-sysfs.txt",
-		"nodes/k3d-e2e-v-agent-0/container.log", "nodes/k3d-e2e-v-agent-0/links.txt"} {
-		if _, err := os.Stat(filepath.Join(artifacts, "e2e-v", f)); err != nil {
+		"nodes/" + agent0 + "/container.log", "nodes/" + agent0 + "/links.txt"} {
+		if _, err := os.Stat(filepath.Join(artifacts, l.cfg.Name, f)); err != nil {
 			t.Errorf("export logs: %s missing: %v", f, err)
 		}
 	}
-	links, _ := os.ReadFile(filepath.Join(artifacts, "e2e-v", "nodes/k3d-e2e-v-agent-0/links.txt"))
-	if !strings.Contains(string(links), "rgv") {
+	links, _ := os.ReadFile(filepath.Join(artifacts, l.cfg.Name, "nodes", agent0, "links.txt"))
+	if !strings.Contains(string(links), r.State.Prefix) {
 		t.Errorf("agent-0's links do not show its PF:\n%s", links)
 	}
 	for _, f := range []string{".kubeconfig", ".kubectl", "config-provider-k3d-sriov.sh"} {

@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
+	"github.com/vishvananda/netlink"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -34,8 +36,9 @@ func requireRig(t *testing.T) {
 func TestUpStatusDown(t *testing.T) {
 	t.Parallel() // own rig, lane names and API port (see TestMain)
 	requireRig(t)
-	r := rig.NewForTest(t, 2, "rge")
-	l := newLane(t, r, "e2e-a", 16443)
+	s := testutil.TakeSlot(t)
+	r := rig.NewForTest(t, 2, s.RigPrefix())
+	l := newLane(t, r, s, 0)
 
 	// A kubeconfig asked for outside the state dir replaces an existing file
 	// for the lane's life and is given back by down.
@@ -43,11 +46,11 @@ func TestUpStatusDown(t *testing.T) {
 	if err := os.WriteFile(userKubeconfig, []byte("# the user's own\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	res := run(t, nil, "up", "--config", l.path, "--kubeconfig", userKubeconfig)
+	res := l.upRetained(t, nil, "--kubeconfig", userKubeconfig)
 	if res.code != 0 {
 		t.Fatalf("up failed")
 	}
-	for _, step := range []string{"lease PFs", "create cluster", "bind PFs into agents", "wait for VFs"} {
+	for _, step := range []string{"lease PFs", "create cluster", "move PFs into agents", "wait for VFs"} {
 		if !strings.Contains(res.output, "✓ "+step+" (") {
 			t.Errorf("no progress line with duration for %q", step)
 		}
@@ -61,7 +64,7 @@ func TestUpStatusDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	cs := kubernetes.NewForConfigOrDie(cfg)
-	for _, n := range []string{"k3d-e2e-a-agent-0", "k3d-e2e-a-agent-1"} {
+	for _, n := range []string{"k3d-" + l.cfg.Name + "-agent-0", "k3d-" + l.cfg.Name + "-agent-1"} {
 		node, err := cs.CoreV1().Nodes().Get(context.Background(), n, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -83,19 +86,29 @@ func TestUpStatusDown(t *testing.T) {
 	seen := map[string]bool{}
 	for _, p := range pfs {
 		m := p.(map[string]any)
-		if !strings.HasPrefix(m["node"].(string), "k3d-e2e-a-agent-") || m["numVFs"].(float64) != 6 {
+		if !strings.HasPrefix(m["node"].(string), "k3d-"+l.cfg.Name+"-agent-") || m["numVFs"].(float64) != 6 {
 			t.Errorf("PF status %v", m)
 		}
 		if d, _ := m["vfDrivers"].(map[string]any); d["vfio-pci"] != float64(6) {
 			t.Errorf("VF drivers %v", m["vfDrivers"])
+		}
+		// ... and each VF by its address, with its driver.
+		vfs, _ := m["vfs"].([]any)
+		if len(vfs) != 6 {
+			t.Errorf("status lists %d VFs of %v, want 6: %v", len(vfs), m["pci"], m["vfs"])
+		}
+		for _, v := range vfs {
+			if vf := v.(map[string]any); vf["driver"] != "vfio-pci" || vf["pci"] == "" {
+				t.Errorf("VF status %v", vf)
+			}
 		}
 		seen[m["node"].(string)] = true
 	}
 	if len(seen) != 2 {
 		t.Errorf("both PFs in one node: %v", seen)
 	}
-	if _, err := netlink_LinkByName("rge0"); err == nil {
-		t.Errorf("rge0 still in the host netns while the lane is up")
+	if _, err := netlink.LinkByName(r.State.PFs[0].Name); err == nil {
+		t.Errorf("%s still in the host netns while the lane is up", r.State.PFs[0].Name)
 	}
 
 	// A VF's VFIO group held open inside an agent, as by QEMU of a running
@@ -128,9 +141,10 @@ func TestUpStatusDown(t *testing.T) {
 func TestTwoLanesDisjointAndThirdFailsCleanly(t *testing.T) {
 	t.Parallel() // own rig, lane names and API port (see TestMain)
 	requireRig(t)
-	r := rig.NewForTest(t, 4, "rgt")
-	a := newLane(t, r, "e2e-b1", 16444, "rgt*")
-	b := newLane(t, r, "e2e-b2", 16445, "rgt*")
+	s := testutil.TakeSlot(t)
+	r := rig.NewForTest(t, 4, s.RigPrefix())
+	a := newLane(t, r, s, 0, s.RigPrefix()+"*")
+	b := newLane(t, r, s, 1, s.RigPrefix()+"*")
 	// Both lanes may take any of the 4 PFs; leases keep them apart. One
 	// agent with two PFs each: the leases are the point, and an agent less
 	// is a node less to start on a loaded rig.
@@ -139,7 +153,7 @@ func TestTwoLanesDisjointAndThirdFailsCleanly(t *testing.T) {
 	}
 	done := make(chan result, 2)
 	for _, l := range []*lane{a, b} {
-		go func(l *lane) { done <- run(t, nil, "up", "--config", l.path) }(l)
+		go func(l *lane) { done <- l.upRetained(t, nil) }(l)
 	}
 	for i := 0; i < 2; i++ {
 		if res := <-done; res.code != 0 {
@@ -159,7 +173,7 @@ func TestTwoLanesDisjointAndThirdFailsCleanly(t *testing.T) {
 	if len(owner) != 4 {
 		t.Errorf("lanes hold %d distinct PFs, want 4", len(owner))
 	}
-	c := newLane(t, r, "e2e-b3", 16446, "rgt*")
+	c := newLane(t, r, s, 2, s.RigPrefix()+"*")
 	rewriteAgents(t, c, 1, 1)
 	before := snapshot(t, r, c)
 	res := run(t, nil, "up", "--config", c.path)
@@ -171,7 +185,7 @@ func TestTwoLanesDisjointAndThirdFailsCleanly(t *testing.T) {
 	}
 	// One command takes every lane of this state dir down.
 	if res := run(t, nil, "down", "--all", "--state-dir", a.cfg.StateDir); res.code != 0 ||
-		!strings.Contains(res.output, "lane e2e-b1 is down") || !strings.Contains(res.output, "lane e2e-b2 is down") {
+		!strings.Contains(res.output, "lane "+a.cfg.Name+" is down") || !strings.Contains(res.output, "lane "+b.cfg.Name+" is down") {
 		t.Errorf("down --all: exit %d", res.code)
 	}
 	for _, l := range []*lane{a, b} {
@@ -194,13 +208,12 @@ func TestKillAtEachStepThenDown(t *testing.T) {
 	t.Parallel() // own rigs, lane names and API ports (see TestMain)
 	requireRig(t)
 	groups := []struct {
-		prefix, name string
-		port         int
-		steps        []string
+		name  string
+		steps []string
 	}{
-		{"rgk", "e2e-k", 16447, []string{"preflight", "lease PFs", "create cluster", "prepare nodes"}},
-		{"rgj", "e2e-j", 16460, []string{"bind PFs into agents", "create VFs and bind drivers"}},
-		{"rgl", "e2e-l", 16463, []string{"label nodes", "deploy components", "wait for VFs"}},
+		{"cluster", []string{"preflight", "lease PFs", "create cluster", "prepare nodes"}},
+		{"PFs-and-VFs", []string{"move PFs into agents", "create VFs and bind drivers"}},
+		{"components", []string{"label nodes", "deploy components", "wait for VFs"}},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
@@ -208,8 +221,9 @@ func TestKillAtEachStepThenDown(t *testing.T) {
 			// One agent holding both PFs: every step's undo (PF moves, VFs,
 			// drivers, leases, the cluster) is there with both PFs, and a
 			// node less to start on each of the group's ups.
-			r := rig.NewForTest(t, 2, g.prefix)
-			l := newLane(t, r, g.name, g.port)
+			s := testutil.TakeSlot(t)
+			r := rig.NewForTest(t, 2, s.RigPrefix())
+			l := newLane(t, r, s, 0)
 			rewriteAgents(t, l, 1, 2)
 			for _, step := range g.steps {
 				t.Run(strings.ReplaceAll(step, " ", "_"), func(t *testing.T) {
@@ -217,7 +231,9 @@ func TestKillAtEachStepThenDown(t *testing.T) {
 					killed := false
 					for line := range lines {
 						if strings.Contains(line, "✓ "+step+" (") {
-							cmd.Process.Signal(syscall.SIGKILL)
+							if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+								t.Errorf("killing up at %q: %v", step, err)
+							}
 							killed = true
 							break
 						}
@@ -241,8 +257,9 @@ func TestSIGINTUndoesByItself(t *testing.T) {
 	t.Parallel() // own rig, lane names and API port (see TestMain)
 	requireRig(t)
 	// One agent: the interrupt and the undo are the point.
-	r := rig.NewForTest(t, 1, "rgi")
-	l := newLane(t, r, "e2e-i", 16448)
+	s := testutil.TakeSlot(t)
+	r := rig.NewForTest(t, 1, s.RigPrefix())
+	l := newLane(t, r, s, 0)
 	l.cfg.Agents = 1
 	writeLane(t, l)
 	cmd, lines := startUp(t, l)
@@ -250,7 +267,9 @@ func TestSIGINTUndoesByItself(t *testing.T) {
 	for line := range lines {
 		out = append(out, line)
 		if strings.Contains(line, "✓ create VFs and bind drivers (") {
-			cmd.Process.Signal(os.Interrupt)
+			if err := cmd.Process.Signal(os.Interrupt); err != nil {
+				t.Errorf("interrupting up: %v", err)
+			}
 		}
 	}
 	if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() == 0 {
@@ -264,11 +283,14 @@ func TestSIGINTUndoesByItself(t *testing.T) {
 
 func TestBadInputChangesNothing(t *testing.T) {
 	requireRig(t)
-	r := rig.NewForTest(t, 2, "rgb")
-	l := newLane(t, r, "e2e-bad", 16450)
+	s := testutil.TakeSlot(t)
+	r := rig.NewForTest(t, 2, s.RigPrefix())
+	l := newLane(t, r, s, 0)
 	unknown := writeRaw(t, r, "unknown.yaml", "apiVersion: sriov-lane.io/v1alpha1\nkind: Lane\nagentz: 2\n")
 	unreadable := writeRaw(t, r, "unreadable.yaml", "apiVersion: sriov-lane.io/v1alpha1\nkind: Lane\n")
-	os.Chmod(unreadable, 0)
+	if err := os.Chmod(unreadable, 0); err != nil {
+		t.Fatal(err)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -278,13 +300,16 @@ func TestBadInputChangesNothing(t *testing.T) {
 	// A k3d cluster of the same name that is not this tool's: created, never
 	// started, labelled as k3d labels its nodes.
 	cli := docker(t)
+	taken := s.Lane(1)
 	t.Cleanup(func() {
-		cli.ContainerRemove(context.Background(), "e2e-taken-fake", container.RemoveOptions{Force: true})
+		if err := cli.ContainerRemove(context.Background(), taken+"-fake", container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+			t.Logf("removing the fake cluster's node: %v", err)
+		}
 	})
 	if _, err := cli.ContainerCreate(context.Background(), &container.Config{
 		Image:  testutil.StandinToolsImage,
-		Labels: map[string]string{"k3d.cluster": "e2e-taken", "k3d.role": "server"},
-	}, nil, nil, nil, "e2e-taken-fake"); err != nil {
+		Labels: map[string]string{"k3d.cluster": taken, "k3d.role": "server"},
+	}, nil, nil, nil, taken+"-fake"); err != nil {
 		t.Fatal(err)
 	}
 
@@ -312,7 +337,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"bad flag", nil, []string{"up", "--no-such-flag"}, 2, "unknown flag", false},
 		{"bad volume", nil, []string{"up", "--config", l.path, "--volume", "relative:/x"}, 2, "volumes", false},
 		{"bad wait timeout", nil, []string{"up", "--config", l.path, "--wait-timeout", "soon"}, 2, "waitTimeout", false},
-		{"cluster name taken", nil, []string{"up", "--config", l.path, "--name", "e2e-taken"}, 1, "already exists", false},
+		{"cluster name taken", nil, []string{"up", "--config", l.path, "--name", taken}, 1, "already exists", false},
 		{"not root", nil, []string{"up", "--config", l.path}, 1, "root", true},
 	}
 	before := snapshot(t, r, l)
@@ -393,8 +418,10 @@ func holdVF(t *testing.T, r *rig.Rig, l *lane) {
 func TestRestartedAgentDegradedThenRepaired(t *testing.T) {
 	t.Parallel() // own rig, lane names and API port (see TestMain)
 	requireRig(t)
-	r := rig.NewForTest(t, 2, "rgp")
-	l := newLane(t, r, "e2e-p", 16457)
+	s := testutil.TakeSlot(t)
+	r := rig.NewForTest(t, 2, s.RigPrefix())
+	l := newLane(t, r, s, 0)
+	agent0 := "k3d-" + l.cfg.Name + "-agent-0"
 	l.up(t)
 	t.Cleanup(func() { l.down(t) })
 	if res := run(t, nil, "status", "--config", l.path); res.code != 0 || !strings.Contains(res.output, "healthy") {
@@ -402,13 +429,13 @@ func TestRestartedAgentDegradedThenRepaired(t *testing.T) {
 	}
 	cli := docker(t)
 	restarted := time.Now()
-	if err := cli.ContainerRestart(context.Background(), "k3d-e2e-p-agent-0", container.StopOptions{}); err != nil {
+	if err := cli.ContainerRestart(context.Background(), agent0, container.StopOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// The device plugin finds its devices once, at start: let the one on
 	// the restarted agent start again, with its PF still in the old netns,
 	// before repair (on a busy host it did, and repair waited forever).
-	waitDevicePluginStarted(t, kubernetes.NewForConfigOrDie(restConfig(t, l.cfg.KubeconfigPath())), "k3d-e2e-p-agent-0", restarted)
+	waitDevicePluginStarted(t, kubernetes.NewForConfigOrDie(restConfig(t, l.cfg.KubeconfigPath())), agent0, restarted)
 	res := run(t, nil, "status", "--config", l.path, "-o", "json")
 	var st struct {
 		Health   string   `json:"health"`
@@ -417,11 +444,11 @@ func TestRestartedAgentDegradedThenRepaired(t *testing.T) {
 	if i := strings.Index(res.output, "{"); i >= 0 {
 		_ = json.Unmarshal([]byte(res.output[i:strings.LastIndex(res.output, "}")+1]), &st)
 	}
-	if res.code != 1 || st.Health != "degraded" || len(st.Problems) != 1 || !strings.Contains(st.Problems[0], "k3d-e2e-p-agent-0") || !strings.Contains(st.Problems[0], "repair") {
+	if res.code != 1 || st.Health != "degraded" || len(st.Problems) != 1 || !strings.Contains(st.Problems[0], agent0) || !strings.Contains(st.Problems[0], "repair") {
 		t.Fatalf("status after the agent restarted: exit %d, %+v\n%s", res.code, st, res.output)
 	}
 	res = run(t, nil, "repair", "--config", l.path)
-	if res.code != 0 || !strings.Contains(res.output, "repaired (k3d-e2e-p-agent-0)") || !strings.Contains(res.output, "✓ restart the device plugin (") || !strings.Contains(res.output, "wait for VFs") {
+	if res.code != 0 || !strings.Contains(res.output, "repaired ("+agent0+")") || !strings.Contains(res.output, "✓ restart the device plugin (") || !strings.Contains(res.output, "wait for VFs") {
 		t.Fatalf("repair: exit %d\n%s", res.code, res.output)
 	}
 	res = run(t, nil, "status", "--config", l.path)
@@ -437,7 +464,7 @@ func TestRestartedAgentDegradedThenRepaired(t *testing.T) {
 	// brings it back under its name, with the other one. -v: the node
 	// image's anonymous volumes (/var/lib/kubelet, ...) go with it; they are
 	// the test's doing, not the lane's.
-	if err := cli.ContainerRemove(context.Background(), "k3d-e2e-p-agent-0", container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil {
+	if err := cli.ContainerRemove(context.Background(), agent0, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil {
 		t.Fatal(err)
 	}
 	res = l.down(t)
@@ -461,9 +488,15 @@ func TestHostSysctlsRestoredByDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.WriteFile(key, before, 0o644) })
-	r := rig.NewForTest(t, 1, "rgy")
-	l := newLane(t, r, "e2e-s", 16458)
+	t.Cleanup(func() {
+		// A host sysctl left changed is a failure of the test, not a note.
+		if err := os.WriteFile(key, before, 0o644); err != nil {
+			t.Errorf("restoring %s: %v", key, err)
+		}
+	})
+	s := testutil.TakeSlot(t)
+	r := rig.NewForTest(t, 1, s.RigPrefix())
+	l := newLane(t, r, s, 0)
 	l.up(t)
 	if err := os.WriteFile(key, []byte("1"), 0o644); err != nil {
 		t.Fatal(err)

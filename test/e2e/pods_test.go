@@ -20,9 +20,11 @@ import (
 	"github.com/sriov-lane/sriov-lane/pkg/cni"
 	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/test/rig"
+	"github.com/sriov-lane/sriov-lane/test/rig/sysfs"
+	"github.com/sriov-lane/sriov-lane/test/testutil"
 )
 
-// Pods really run on the rig (issue #10 item 5), each VF driver mode on a
+// Pods really run on the rig, each VF driver mode on a
 // lane of its own, in parallel. Each lane then serves the checks that need
 // a lane up in that mode, one after another as a CI job's would: an up on
 // the rig costs far more than any check, and make test's length is the
@@ -35,9 +37,13 @@ import (
 // job (and the checks before it) made, and the injector adds the VF
 // resource to a pod that names a network of it.
 //
-// netdevice: sriov-cni (the stand-in) moves the VF's netdev into verify's
-// pod; then every node container restarts, as a Docker daemon restart does
-// to them (new PIDs, new network namespaces): the agents' old netns are
+// netdevice, on a rig standing in for an Intel 82576 (QEMU's igb), whose
+// VFs the kernel binds to igbvf, a driver the device plugin's old fixed
+// list did not name: up, status and verify show that
+// netdevice VFs of any NIC are taken. sriov-cni (the stand-in) moves the
+// VF's netdev into verify's pod; then every node container restarts, as a
+// Docker daemon restart does to them (new PIDs, new network namespaces):
+// the agents' old netns are
 // pinned, so the stand-in PFs and their VF netdevs in them survive, and
 // down brings every PF back under its name without waiting for any refund.
 func TestPodsOnTheRig(t *testing.T) {
@@ -45,13 +51,14 @@ func TestPodsOnTheRig(t *testing.T) {
 	requireRig(t)
 	t.Run("vfio-pci", func(t *testing.T) {
 		t.Parallel()
-		r := rig.NewForTest(t, 2, "rgo")
-		l := newLane(t, r, "e2e-o", 16468)
+		s := testutil.TakeSlot(t)
+		r := rig.NewForTest(t, 2, s.RigPrefix())
+		l := newLane(t, r, s, 0)
 		// up's own wait gives up, naming what it waited for, before run's
 		// five minutes kill it.
 		l.cfg.WaitTimeout.Duration = 4 * time.Minute
 		writeLane(t, l)
-		res := run(t, []string{"SRIOV_LANE_NETWORK_RESOURCES_INJECTOR=true"}, "up", "--config", l.path)
+		res := l.upRetained(t, []string{"SRIOV_LANE_NETWORK_RESOURCES_INJECTOR=true"})
 		if res.code != 0 {
 			t.Fatal("up failed")
 		}
@@ -92,17 +99,33 @@ func TestPodsOnTheRig(t *testing.T) {
 	})
 	t.Run("netdevice", func(t *testing.T) {
 		t.Parallel()
-		r := rig.NewForTest(t, 2, "rgm")
-		l := newLane(t, r, "e2e-m", 16464)
+		nic := sysfs.I82576
+		s := testutil.TakeSlot(t)
+		r := rig.NewForTest(t, 2, s.RigPrefix(), rig.WithVFDriver(nic.VFDriver))
+		l := newLane(t, r, s, 0)
 		l.cfg.VFDriver = config.VFDriverNetdevice
 		writeLane(t, l)
 		l.up(t)
+		// The device plugin selected the VFs by PF name alone (no driver
+		// list; up waited for allocatable), and status names each VF's
+		// kernel driver: the 82576's igbvf.
+		for _, p := range statusJSON(t, l)["pfs"].([]any) {
+			vfs, _ := p.(map[string]any)["vfs"].([]any)
+			if len(vfs) == 0 {
+				t.Errorf("status lists no VFs: %v", p)
+			}
+			for _, v := range vfs {
+				if d := v.(map[string]any)["driver"]; d != nic.VFDriver {
+					t.Errorf("netdevice VF on %v, want %s: %v", d, nic.VFDriver, v)
+				}
+			}
+		}
 		if res := run(t, nil, "verify", "--config", l.path); res.code != 0 {
 			t.Fatalf("verify in netdevice mode: exit %d", res.code)
 		}
 		cli := docker(t)
 		for _, n := range []string{"server-0", "agent-0", "agent-1"} {
-			if err := cli.ContainerRestart(t.Context(), "k3d-e2e-m-"+n, container.StopOptions{}); err != nil {
+			if err := cli.ContainerRestart(t.Context(), "k3d-"+l.cfg.Name+"-"+n, container.StopOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -8,13 +8,9 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/vishvananda/netlink"
-
 	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/test/rig"
 )
-
-func netlink_LinkByName(name string) (netlink.Link, error) { return netlink.LinkByName(name) }
 
 func writeLane(t *testing.T, l *lane) {
 	t.Helper()
@@ -46,10 +42,17 @@ func runAsNobody(t *testing.T, l *lane, args ...string) result {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	os.Chmod(dir, 0o755)
-	b, _ := os.ReadFile(l.path)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(l.path)
+	if err != nil {
+		t.Fatal(err)
+	}
 	p := filepath.Join(dir, "lane.yaml")
-	os.WriteFile(p, b, 0o644)
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for i, a := range args {
 		if a == l.path {
 			args[i] = p

@@ -153,22 +153,23 @@ func NewTree(t testing.TB, provider string) *Tree {
 	t.Helper()
 	root := filepath.Join(t.TempDir(), "kubevirtci")
 	for name, body := range scripts {
-		writeFile(t, filepath.Join(root, "cluster-up", name), "#!/usr/bin/env bash\n"+body, 0o755)
+		writeScript(t, filepath.Join(root, "cluster-up", name), "#!/usr/bin/env bash\n"+body)
 	}
 	src, err := os.ReadFile(filepath.Join(RepoRoot(), "hack", "kubevirtci", "provider.sh"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, filepath.Join(root, "cluster-up", "cluster", provider, "provider.sh"), string(src), 0o755)
+	writeScript(t, filepath.Join(root, "cluster-up", "cluster", provider, "provider.sh"), string(src))
 	return &Tree{Root: root, Provider: provider}
 }
 
-func writeFile(t testing.TB, path, body string, mode os.FileMode) {
+// writeScript writes an executable file, making its directory.
+func writeScript(t testing.TB, path, body string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(path, []byte(body), mode); err != nil {
+	if err := os.WriteFile(path, []byte(body), 0o755); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -53,8 +53,8 @@ type fakes struct {
 func newFakes(t *testing.T) *fakes {
 	dir := t.TempDir()
 	f := &fakes{log: filepath.Join(dir, "calls.log"), lane: filepath.Join(dir, "sriov-lane"), bin: filepath.Join(dir, "bin")}
-	writeFile(t, f.lane, fakeLane, 0o755)
-	writeFile(t, filepath.Join(f.bin, "docker"), fakeDocker, 0o755)
+	writeScript(t, f.lane, fakeLane)
+	writeScript(t, filepath.Join(f.bin, "docker"), fakeDocker)
 	return f
 }
 

@@ -25,11 +25,18 @@ type Rig struct {
 // LaneConfigPath is DIR/lane.yaml.
 func (r *Rig) LaneConfigPath() string { return filepath.Join(r.Dir, LaneFile) }
 
+// TestOption changes the Options NewForTest brings its rig up with.
+type TestOption func(*Options)
+
+// WithVFDriver makes the fake kernel stand in for the NIC whose VFs take
+// the kernel driver d (Options.VFDriver), e.g. "igbvf".
+func WithVFDriver(d string) TestOption { return func(o *Options) { o.VFDriver = d } }
+
 // NewForTest brings up a rig with n PFs named <prefix>0.. and serves its
 // fake sysfs and /dev/vfio (FUSE) from the test process. Everything is undone when the test
 // ends, even if it fails. Use a prefix unique to the test (see the brief's
 // name rules: links rg*, netns rg-*, so e.g. "rg-x").
-func NewForTest(t testing.TB, n int, prefix string) *Rig {
+func NewForTest(t testing.TB, n int, prefix string, opts ...TestOption) *Rig {
 	t.Helper()
 	testutil.RequireRoot(t)
 	dir := filepath.Join(t.TempDir(), "rig")
@@ -41,7 +48,11 @@ func NewForTest(t testing.TB, n int, prefix string) *Rig {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s, err := Up(ctx, Options{Dir: dir, PFs: n, Prefix: prefix, ImageMirror: testutil.RigImageMirror()})
+	o := Options{Dir: dir, PFs: n, Prefix: prefix, ImageMirror: testutil.RigImageMirror()}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	s, err := Up(ctx, o)
 	if err != nil {
 		t.Fatalf("rig up: %v", err)
 	}

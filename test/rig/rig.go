@@ -1,7 +1,3 @@
-// Package rig stands in for SR-IOV hardware: veth "PFs" on the host, a
-// fake sysfs tree describing them, and a kernel emulator reacting to
-// writes in that tree. `lane-rig` drives it from the command line; tests
-// use NewForTest.
 package rig
 
 import (
@@ -46,6 +42,12 @@ type Options struct {
 	// test-env runs one and writes its address; testutil.RigImageMirror).
 	// Empty leaves nodes pulling from the internet.
 	ImageMirror string
+	// VFDriver is the kernel driver the fake kernel binds the VFs to, and
+	// so the NIC it stands in for (sysfs.NICForVFDriver): iavf, an Intel
+	// X710 (the default when empty), or igbvf, an Intel 82576. Not the
+	// lane's vfDriver (vfio-pci or netdevice): netdevice VFs stay on this
+	// one.
+	VFDriver string
 }
 
 func (o *Options) normalize() error {
@@ -58,6 +60,11 @@ func (o *Options) normalize() error {
 	if o.PFs < 1 || o.PFs > MaxPFs {
 		return fmt.Errorf("rig PF count %d is outside 1..%d", o.PFs, MaxPFs)
 	}
+	nic, err := sysfs.NICForVFDriver(o.VFDriver)
+	if err != nil {
+		return fmt.Errorf("rig VF driver: %w", err)
+	}
+	o.VFDriver = nic.VFDriver
 	// The longest name is a VF netdev: <prefix><pf>v<vf>, IFNAMSIZ-1 = 15.
 	if l := len(o.Prefix) + len(strconv.Itoa(o.PFs-1)) + 2; l > 15 {
 		return fmt.Errorf("rig prefix %q too long: VF netdev names would have %d characters (max 15)", o.Prefix, l)
@@ -84,9 +91,12 @@ func Up(ctx context.Context, opts Options) (*State, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s != nil && (s.Prefix != opts.Prefix || len(s.PFs) != opts.PFs) {
-		return nil, fmt.Errorf("rig in %s has prefix %q and %d PFs, asked for %q and %d: run down first",
-			dir, s.Prefix, len(s.PFs), opts.Prefix, opts.PFs)
+	if s != nil && s.VFDriver == "" {
+		s.VFDriver = sysfs.NICs[0].VFDriver // rig.json from before the option: the default NIC
+	}
+	if s != nil && (s.Prefix != opts.Prefix || len(s.PFs) != opts.PFs || s.VFDriver != opts.VFDriver) {
+		return nil, fmt.Errorf("rig in %s has prefix %q, %d PFs and VF driver %s, asked for %q, %d and %s: run down first",
+			dir, s.Prefix, len(s.PFs), s.VFDriver, opts.Prefix, opts.PFs, opts.VFDriver)
 	}
 	if s == nil {
 		s = &State{
@@ -94,6 +104,7 @@ func Up(ctx context.Context, opts Options) (*State, error) {
 			PeersNetns: opts.Prefix + "-peers",
 			SysfsRoot:  filepath.Join(dir, sysDir),
 			VFIODir:    filepath.Join(dir, devDir, "vfio"),
+			VFDriver:   opts.VFDriver,
 		}
 		s.ImageMirror = opts.ImageMirror
 		for i := 0; i < opts.PFs; i++ {
@@ -206,7 +217,7 @@ func (s *State) ServeConfig(dir string, l *log.Logger) sysfs.ServeConfig {
 		SysfsDir: s.SysfsRoot,
 		VFIODir:  s.VFIODir,
 		KernelConfig: sysfs.KernelConfig{
-			PFs: pfs, PeerNetns: s.PeersNetns, StateFile: sysfs.StateFileIn(dir), Log: l,
+			PFs: pfs, VFDriver: s.VFDriver, PeerNetns: s.PeersNetns, StateFile: sysfs.StateFileIn(dir), Log: l,
 		},
 	}
 }

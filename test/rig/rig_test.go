@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 
 	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/test/rig/nsutil"
@@ -24,7 +23,7 @@ import (
 // hostLinksWithPrefix lists host links whose name starts with prefix.
 func hostLinksWithPrefix(t *testing.T, prefix string) []string {
 	t.Helper()
-	links, err := netlink.LinkList()
+	links, err := testutil.LinkList(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,6 +71,17 @@ func TestUpDownIdempotent(t *testing.T) {
 	}
 	if _, err := Up(ctx, Options{Dir: dir, PFs: 2, Prefix: prefix}); err == nil {
 		t.Error("up with another PF count over an existing rig succeeded")
+	}
+	if s1.VFDriver != sysfs.X710.VFDriver || s2.VFDriver != sysfs.X710.VFDriver {
+		t.Errorf("default VF driver recorded as %q, %q; want %s", s1.VFDriver, s2.VFDriver, sysfs.X710.VFDriver)
+	}
+	// The fake kernel's state is one NIC's: another over it is refused.
+	if _, err := Up(ctx, Options{Dir: dir, PFs: 3, Prefix: prefix, VFDriver: sysfs.I82576.VFDriver}); err == nil ||
+		!strings.Contains(err.Error(), "VF driver iavf") || !strings.Contains(err.Error(), "igbvf") {
+		t.Errorf("up with another VF driver over an existing rig: %v, want a refusal naming both", err)
+	}
+	if _, err := Up(ctx, Options{Dir: dir, PFs: 3, Prefix: prefix, VFDriver: "ixgbevf"}); err == nil {
+		t.Error("up with a VF driver no known NIC has succeeded")
 	}
 
 	if got := hostLinksWithPrefix(t, prefix); len(got) != 3 {
@@ -129,15 +139,7 @@ func TestUpDownIdempotent(t *testing.T) {
 
 	// A PF moved into a node's netns is still removed by Down.
 	nodeNs := prefix + "-node"
-	t.Cleanup(func() { _ = nsutil.Delete(nodeNs) })
-	if err := nsutil.Create(nodeNs); err != nil {
-		t.Fatal(err)
-	}
-	ns, err := netns.GetFromName(nodeNs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Close()
+	ns := nsutil.ForTest(t, nodeNs)
 	l0, _ := netlink.LinkByName(s2.PFs[0].Name)
 	if err := netlink.LinkSetNsFd(l0, int(ns)); err != nil {
 		t.Fatal(err)
@@ -176,12 +178,18 @@ func TestUpDownIdempotent(t *testing.T) {
 	assertGone(t, dir, prefix)
 }
 
+// On a rig whose NIC is not the default (WithVFDriver), VFs take that
+// NIC's VF driver and still get their netdevs.
 func TestNewForTestVFNetdevsAndCleanup(t *testing.T) {
 	const prefix = "rg-b"
+	nic := sysfs.I82576
 	var dir string
 	t.Run("rig", func(t *testing.T) {
-		r := NewForTest(t, 2, prefix)
+		r := NewForTest(t, 2, prefix, WithVFDriver(nic.VFDriver))
 		dir = r.Dir
+		if s, err := ReadState(dir); err != nil || s.VFDriver != nic.VFDriver {
+			t.Errorf("rig.json VF driver: %v (%v), want %s", s, err, nic.VFDriver)
+		}
 		pf := r.State.PFs[1]
 		numvfs := filepath.Join(r.Tree.DeviceDir(pf.BDF), "sriov_numvfs")
 		f, err := os.OpenFile(numvfs, os.O_WRONLY|os.O_TRUNC, 0)
@@ -203,6 +211,18 @@ func TestNewForTestVFNetdevsAndCleanup(t *testing.T) {
 				t.Fatalf("VF netdevs of %s not created: %v %v", pf.Name, e0, e1)
 			}
 			time.Sleep(5 * time.Millisecond)
+		}
+		for j := range 2 {
+			vf := sysfs.VFBDF(pf.BDF, j)
+			if d := r.Tree.Driver(vf); d != nic.VFDriver {
+				t.Errorf("VF %s on %q, want %s", vf, d, nic.VFDriver)
+			}
+			if id, _ := sysfs.ReadAttr(filepath.Join(r.Tree.DeviceDir(vf), "device")); id != nic.VFDevice {
+				t.Errorf("VF %s device %q, want %s", vf, id, nic.VFDevice)
+			}
+		}
+		if d := r.Tree.Driver(pf.BDF); d != nic.PFDriver {
+			t.Errorf("PF %s on %q, want %s", pf.BDF, d, nic.PFDriver)
 		}
 		// Left with VFs on purpose: cleanup must remove them too.
 	})
@@ -228,8 +248,11 @@ func TestLaneRigCLI(t *testing.T) {
 		return string(out)
 	}
 	start := time.Now()
-	out := run("up", "--dir", dir, "--pfs", "2", "--prefix", prefix)
+	out := run("up", "--dir", dir, "--pfs", "2", "--prefix", prefix, "--vf-driver", "igbvf")
 	t.Logf("lane-rig up took %v:\n%s", time.Since(start), out)
+	if !strings.Contains(out, sysfs.I82576.Model) {
+		t.Errorf("lane-rig up does not say which NIC the rig stands in for:\n%s", out)
+	}
 	s, err := ReadState(dir)
 	if err != nil || s == nil {
 		t.Fatalf("rig state after up: %v", err)
@@ -253,8 +276,16 @@ func TestLaneRigCLI(t *testing.T) {
 	if _, err := netlink.LinkByName(fmt.Sprintf("%sv2", s.PFs[0].Name)); err != nil {
 		t.Errorf("VF netdev from detached emulator: %v", err)
 	}
-	// up again leaves the same emulator running.
-	run("up", "--dir", dir, "--pfs", "2", "--prefix", prefix)
+	// The detached emulator stands in for the NIC --vf-driver picked.
+	if d := tree.Driver(sysfs.VFBDF(s.PFs[0].BDF, 2)); d != sysfs.I82576.VFDriver {
+		t.Errorf("VF driver from detached emulator %q, want %s", d, sysfs.I82576.VFDriver)
+	}
+	// up again leaves the same emulator running; up for another NIC is
+	// refused.
+	if out, err := exec.Command(bin, "up", "--dir", dir, "--pfs", "2", "--prefix", prefix).CombinedOutput(); err == nil {
+		t.Errorf("lane-rig up with the default VF driver over an igbvf rig succeeded:\n%s", out)
+	}
+	run("up", "--dir", dir, "--pfs", "2", "--prefix", prefix, "--vf-driver", "igbvf")
 	if s2, _ := ReadState(dir); s2 == nil || s2.EmulatorPID != s.EmulatorPID {
 		t.Errorf("second up replaced the emulator")
 	}

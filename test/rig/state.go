@@ -30,6 +30,9 @@ type State struct {
 	PFs        []PFInfo `json:"pfs"`
 	// ImageMirror goes into the rig's lane config (Options.ImageMirror).
 	ImageMirror string `json:"imageMirror,omitempty"`
+	// VFDriver picks the NIC the emulator stands in for (Options.VFDriver);
+	// empty in a rig.json written before the option, meaning the default.
+	VFDriver string `json:"vfDriver,omitempty"`
 	// EmulatorPID is the detached `lane-rig emulate` process; 0 when the
 	// emulator runs inside a test process.
 	EmulatorPID int `json:"emulatorPid,omitempty"`

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/client"
@@ -78,7 +79,7 @@ func RunSleeper(ctx context.Context, cli *client.Client, name string) (string, e
 // RemoveContainer force-removes a container; a missing one is fine.
 func RemoveContainer(ctx context.Context, cli *client.Client, name string) error {
 	err := cli.ContainerRemove(ctx, name, container.RemoveOptions{Force: true})
-	if err != nil && !client.IsErrNotFound(err) {
+	if err != nil && !cerrdefs.IsNotFound(err) {
 		return fmt.Errorf("removing container %s: %w", name, err)
 	}
 	return nil

@@ -1,5 +1,3 @@
-// Package testutil holds helpers shared by the project's tests. It lives
-// under test/ because nothing here may ever be imported by product code.
 package testutil
 
 import (
@@ -19,9 +17,9 @@ const (
 	StandinK3sImage      = "sriov-lane-standin/k3s:v1.36.3-k3s1-standin-node"
 	StandinToolsImage    = "sriov-lane-standin/k3d-tools:standin-node"
 	StandinRegistryImage = "sriov-lane-standin/registry:2-standin"
-	// StandinPauseImage is the sandbox image containerd pins in stand-in
-	// nodes (test/standin/pause); containerd names it docker.io/....
-	StandinPauseImage = "sriov-lane-standin/pause:3.10-standin"
+	// StandinPauseImage is the stand-in sandbox image (test/standin/pause),
+	// which the rig registry serves as k3s's rancher/mirrored-pause:3.6.
+	StandinPauseImage = "sriov-lane-standin/pause:3.6-standin"
 	// StandinDevicePluginImage stands in for
 	// ghcr.io/k8snetworkplumbingwg/sriov-network-device-plugin:v3.11.0
 	// (test/standin/sriovdp).
@@ -124,9 +122,10 @@ func RequireEnvPath(t testing.TB, name, what string) string {
 	return p
 }
 
-// RigImageMirrorFile, under $SRIOV_LANE_TEST_ASSETS, holds the address of
-// the registry `make test-env` runs for rig lanes (http://IP:PORT): it
-// serves every component image under its upstream repository path.
+// RigImageMirrorFile is the file under $SRIOV_LANE_TEST_ASSETS that holds
+// the address of the registry `make test-env` runs for rig lanes
+// (http://IP:PORT): it serves every component image under its upstream
+// repository path.
 const RigImageMirrorFile = "rig-image-mirror"
 
 // RigImageMirror is that address, or "" without make test-env's assets (a

@@ -1,11 +1,3 @@
-// Command lane benchmarks `sriov-lane up` and `down` on the rig against
-// k3d's ClusterRun alone for the same cluster shape, in the same run, the
-// time each PF takes to come back once its undo starts, and `reset` after a
-// job's namespace and ClusterRole next to up. It prints medians and checks
-// them against the targets of issue 6 (lane overhead under 1.5 s beyond
-// ClusterRun plus the wait, down under 2 s, PF back in under 100 ms) and
-// issue 12 (reset under 10% of up). Run as root with Docker up; `make
-// bench` runs it.
 package main
 
 import (

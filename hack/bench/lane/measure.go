@@ -34,10 +34,10 @@ type sample struct {
 	clusterRun, clusterDelete time.Duration
 	up, down                  time.Duration
 	// upOnDisk is up of the same lane with server.datastoreOnTmpfs false
-	// (up above has it true), for issue 12's tmpfs figure.
+	// (up above has it true), for the figure of what the datastore on tmpfs saves.
 	upOnDisk time.Duration
 	// reset is reset of the lane after a job's namespace, ConfigMap and
-	// ClusterRole (issue 12: under 10% of up).
+	// ClusterRole (target: under 10% of up).
 	reset time.Duration
 	steps []lane.StepTiming
 	// pfBack is the slowest PF's return in this down.
@@ -55,7 +55,7 @@ func (s sample) step(name string) time.Duration {
 }
 
 // Overhead is what the lane adds beyond creating the cluster and waiting
-// for the components, as issue 6 defines it.
+// for the components: what the lane's own steps cost.
 func (s sample) overhead() time.Duration {
 	return s.up - s.step(stepCreate) - s.step(stepWait)
 }

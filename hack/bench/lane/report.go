@@ -10,7 +10,8 @@ import (
 
 type results struct{ samples []sample }
 
-// Targets of issue 6, on the rig.
+// The targets, on the rig: what a lane may add to k3d's own cluster
+// creation, and how fast down and a PF's return must be.
 const (
 	targetOverhead = 1500 * time.Millisecond
 	targetDown     = 2 * time.Second

@@ -1,4 +1,4 @@
-// Command pfmove benchmarks binding 2 stand-in PFs into 2 running
+// Command pfmove benchmarks moving 2 stand-in PFs into 2 running
 // containers and returning them: pkg/sriov against the shell sequence
 // kubevirtci used (hack/bench/shell-pf-move.sh), in the same run, on the
 // same rig. Run as root with Docker up; `make bench` runs it.
@@ -44,6 +44,12 @@ func main() {
 // Names: links barpf0/barpf1, containers sx-bench-0/1.
 var containers = []string{"sx-bench-0", "sx-bench-1"}
 
+// containerCleanupBound caps removing a bench container on the way out,
+// Ctrl-C included: a forced remove of an idle sleeper takes well under a
+// second, and 30 s still covers a Docker loaded by the run without leaving
+// the bench hanging on one that is wedged.
+const containerCleanupBound = 30 * time.Second
+
 func run(ctx context.Context, iters int, script string, minRatio float64) error {
 	tmp, err := os.MkdirTemp("", "sx-bench-")
 	if err != nil {
@@ -78,7 +84,13 @@ func run(ctx context.Context, iters int, script string, minRatio float64) error 
 	}
 	ids := make([]string, len(containers))
 	for i, name := range containers {
-		defer sriovtest.RemoveContainer(context.Background(), cli, name)
+		defer func() {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), containerCleanupBound)
+			defer cancel()
+			if err := sriovtest.RemoveContainer(cctx, cli, name); err != nil {
+				fmt.Fprintln(os.Stderr, "pf-move:", err)
+			}
+		}()
 		// The shell baseline's netns symlink, if a failed run left it.
 		defer os.Remove(filepath.Join("/var/run/netns", name))
 		if ids[i], err = sriovtest.RunSleeper(ctx, cli, name); err != nil {

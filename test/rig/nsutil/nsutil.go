@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"testing"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -100,3 +101,29 @@ func sharedNetnsDir() error {
 	}
 	return nil
 }
+
+// ForTest makes the named netns for a test and returns a handle to it; at
+// the test's end the handle is closed and the netns deleted with every link
+// in it (Delete). A netns of that name a killed run left is taken over. It
+// lives here, not in test/testutil, because the stand-ins' own modules
+// (test/standin/sriovcni, sriovdp) use it without testutil's Docker client.
+func ForTest(t testing.TB, name string) netns.NsHandle {
+	t.Helper()
+	t.Cleanup(func() {
+		if err := Delete(name); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	if err := Create(name); err != nil {
+		t.Fatal(err)
+	}
+	h, err := netns.GetFromName(name)
+	if err != nil {
+		t.Fatalf("opening netns %s: %v", name, err)
+	}
+	t.Cleanup(func() { h.Close() })
+	return h
+}
+
+// Path is where the named netns is mounted.
+func Path(name string) string { return filepath.Join(netnsDir, name) }

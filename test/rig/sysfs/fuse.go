@@ -178,7 +178,7 @@ type request struct {
 
 func (r *request) netView() *netView {
 	if r.view == nil && r.err == nil {
-		r.view, r.err = callerNetView(r.ctx, r.fns)
+		r.view, r.err = callerNetView(r.ctx, r.k.nic, r.fns)
 		if r.err != nil {
 			r.k.log.Printf("caller netns view: %v", r.err)
 			r.view = &netView{byBDF: map[string][]netdev{}}
@@ -253,10 +253,10 @@ func (r *request) bus(c []string) *entry {
 		}
 	case "drivers":
 		if len(c) == 2 {
-			return dirEntry(drivers...)
+			return dirEntry(r.k.nic.drivers()...)
 		}
 		d := c[2]
-		if !knownDriver(d) {
+		if !r.k.nic.knows(d) {
 			return nil
 		}
 		if len(c) == 3 {
@@ -354,10 +354,16 @@ func (r *request) devices(c []string) *entry {
 	return nil
 }
 
-// netdevEntry is net/<name>/... of one netdev.
+// netdevEntry is net/<name>/... of one netdev. One known only by its
+// record (WriteTree; a link's ifindex is never 0) has no link to read
+// ifindex, mtu and operstate from.
 func netdevEntry(d netdev, c []string) *entry {
+	linked := d.ifindex != 0
 	if len(c) == 0 {
-		names := []string{"address", "ifindex", "mtu", "operstate"}
+		names := []string{"address"}
+		if linked {
+			names = append(names, "ifindex", "mtu", "operstate")
+		}
 		if d.bdf != "" {
 			names = append(names, "device")
 		}
@@ -370,11 +376,17 @@ func netdevEntry(d netdev, c []string) *entry {
 	case "address":
 		return roFile(d.mac)
 	case "ifindex":
-		return roFile(strconv.Itoa(d.ifindex))
+		if linked {
+			return roFile(strconv.Itoa(d.ifindex))
+		}
 	case "mtu":
-		return roFile(strconv.Itoa(d.mtu))
+		if linked {
+			return roFile(strconv.Itoa(d.mtu))
+		}
 	case "operstate":
-		return roFile(d.oper)
+		if linked {
+			return roFile(d.oper)
+		}
 	case "device":
 		if d.bdf != "" {
 			return linkEntry("../../../" + d.bdf)
@@ -387,7 +399,7 @@ func (r *request) function(f fnState, c []string) *entry {
 	k := r.k
 	bdf := f.BDF
 	group, _ := iommuGroup(bdf)
-	netBound := f.Driver == DriverPF || f.Driver == DriverVF
+	netBound := k.nic.netDriver(f.Driver)
 	if len(c) == 0 {
 		names := []string{"class", "device", "driver_override", "iommu_group", "numa_node", "vendor"}
 		if f.Driver != "" {
@@ -431,7 +443,7 @@ func (r *request) function(f fnState, c []string) *entry {
 	}
 	switch name := c[0]; name {
 	case "vendor":
-		return roFile(VendorIntel)
+		return roFile(k.nic.Vendor)
 	case "device":
 		return roFile(f.Device)
 	case "class":
@@ -731,10 +743,10 @@ var (
 )
 
 func (n *vfioNode) attr(a *fuse.Attr) syscall.Errno {
-	switch {
-	case n.name == "":
+	switch n.name {
+	case "":
 		a.Mode = fuse.S_IFDIR | 0o755
-	case n.name == "vfio":
+	case "vfio":
 		n.k.mu.Lock()
 		a.Mode = fuse.S_IFREG | n.k.vfioMod
 		n.k.mu.Unlock()
@@ -773,7 +785,7 @@ func (n *vfioNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 	if errno := c.attr(&out.Attr); errno != 0 {
 		return nil, errno
 	}
-	return n.NewInode(ctx, c, fs.StableAttr{Mode: out.Attr.Mode, Ino: out.Attr.Ino}), 0
+	return n.NewInode(ctx, c, fs.StableAttr{Mode: out.Mode, Ino: out.Ino}), 0
 }
 
 func (n *vfioNode) Readdir(context.Context) (fs.DirStream, syscall.Errno) {

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -26,15 +27,16 @@ type fuseFixture struct {
 	srv       *Server
 }
 
-// serve mounts a fake sysfs and /dev/vfio for pfs until the test ends,
-// and checks that nothing stays mounted.
-func serve(t *testing.T, pfs []PF, peerNetns string) *fuseFixture {
+// serve mounts a fake sysfs and /dev/vfio for pfs, of the NIC whose VFs
+// take vfDriver ("" for the default), until the test ends, and checks
+// that nothing stays mounted.
+func serve(t *testing.T, vfDriver string, pfs []PF, peerNetns string) *fuseFixture {
 	t.Helper()
 	testutil.RequireRoot(t)
 	dir := t.TempDir()
 	f := &fuseFixture{sys: filepath.Join(dir, "sys"), vfio: filepath.Join(dir, "vfio")}
 	srv, err := Serve(ServeConfig{SysfsDir: f.sys, VFIODir: f.vfio, KernelConfig: KernelConfig{
-		PFs: pfs, PeerNetns: peerNetns, StateFile: StateFileIn(dir), Log: log.New(testLog{t}, "", 0)}})
+		PFs: pfs, VFDriver: vfDriver, PeerNetns: peerNetns, StateFile: StateFileIn(dir), Log: log.New(testLog{t}, "", 0)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,19 +113,111 @@ func driverOf(t *testing.T, f *fuseFixture, bdf string) string {
 	return filepath.Base(target)
 }
 
-func TestFuseNumVFsErrnos(t *testing.T) {
-	f := serve(t, []PF{{Name: "rgf0", MAC: "02:00:00:fe:00:01"}}, "")
+// forEachNIC runs test as a subtest for every NIC the kernel knows.
+func forEachNIC(t *testing.T, test func(t *testing.T, nic NIC)) {
+	for _, nic := range NICs {
+		t.Run(nic.VFDriver, func(t *testing.T) { test(t, nic) })
+	}
+}
+
+// The NIC a kernel stands in for is KernelConfig.VFDriver's: its ids, its
+// drivers and sriov_totalvfs; an unknown VF driver is refused before
+// anything is mounted, and a restarted kernel refuses another NIC's state.
+func TestFuseKernelNIC(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, c := range []struct {
+		vfDriver string
+		want     NIC
+	}{{"", X710}, {"iavf", X710}, {"igbvf", I82576}} {
+		t.Run("vfDriver="+c.vfDriver, func(t *testing.T) {
+			f := serve(t, c.vfDriver, []PF{{Name: "rgf0", MAC: "02:00:00:fe:00:04"}}, "")
+			pf, vf := PFBDF(0), VFBDF(PFBDF(0), 0)
+			if err := store(f.dev(pf, "sriov_numvfs"), "1"); err != nil { // autoprobe on
+				t.Fatal(err)
+			}
+			for _, a := range []struct{ path, want string }{
+				{f.dev(pf, "vendor"), c.want.Vendor},
+				{f.dev(pf, "device"), c.want.PFDevice},
+				{f.dev(pf, "sriov_totalvfs"), fmt.Sprint(c.want.TotalVFs)},
+				{f.dev(vf, "vendor"), c.want.Vendor},
+				{f.dev(vf, "device"), c.want.VFDevice},
+			} {
+				if got := read(t, a.path); got != a.want {
+					t.Errorf("%s = %q, want %q", strings.TrimPrefix(a.path, f.sys), got, a.want)
+				}
+			}
+			if d := driverOf(t, f, pf); d != c.want.PFDriver {
+				t.Errorf("PF driver %q, want %s", d, c.want.PFDriver)
+			}
+			if d := driverOf(t, f, vf); d != c.want.VFDriver {
+				t.Errorf("autoprobed VF driver %q, want %s", d, c.want.VFDriver)
+			}
+			want := []string{c.want.PFDriver, c.want.VFDriver, DriverVFIO}
+			sort.Strings(want)
+			if got := names(t, filepath.Join(f.sys, "bus/pci/drivers")); strings.Join(got, " ") != strings.Join(want, " ") {
+				t.Errorf("bus/pci/drivers %v, want %v", got, want)
+			}
+		})
+	}
+
+	t.Run("unknown VF driver", func(t *testing.T) {
+		dir := t.TempDir()
+		sys := filepath.Join(dir, "sys")
+		srv, err := Serve(ServeConfig{SysfsDir: sys, KernelConfig: KernelConfig{
+			PFs: []PF{{Name: "rgf0", MAC: "02:00:00:fe:00:05"}}, VFDriver: "ixgbevf"}})
+		if err == nil {
+			srv.Close()
+			t.Fatal("Serve took VF driver ixgbevf, which no known NIC has")
+		}
+		for _, w := range []string{`"ixgbevf"`, "iavf", "igbvf"} {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("error %q does not name %s", err, w)
+			}
+		}
+		if Mounted(sys) {
+			t.Errorf("%s mounted after Serve failed", sys)
+			Unmount(sys)
+		}
+	})
+
+	t.Run("another NIC's state", func(t *testing.T) {
+		f := serve(t, "igbvf", []PF{{Name: "rgf0", MAC: "02:00:00:fe:00:06"}}, "")
+		if err := store(f.dev(PFBDF(0), "sriov_numvfs"), "2"); err != nil {
+			t.Fatal(err)
+		}
+		f.srv.Close()
+		cfg := f.srv.cfg
+		cfg.VFDriver = ""
+		srv, err := Serve(cfg)
+		if err == nil {
+			srv.Close()
+			t.Fatal("a default (X710) kernel took the state of an 82576's")
+		}
+		if !strings.Contains(err.Error(), I82576.PFDevice) || !strings.Contains(err.Error(), X710.Model) {
+			t.Errorf("error %q names neither the state's device nor the kernel's NIC", err)
+		}
+		if Mounted(cfg.SysfsDir) {
+			t.Errorf("%s mounted after Serve failed", cfg.SysfsDir)
+			Unmount(cfg.SysfsDir)
+		}
+	})
+}
+
+func TestFuseNumVFsErrnos(t *testing.T) { forEachNIC(t, testFuseNumVFsErrnos) }
+
+func testFuseNumVFsErrnos(t *testing.T, nic NIC) {
+	f := serve(t, nic.VFDriver, []PF{{Name: "rgf0", MAC: "02:00:00:fe:00:01"}}, "")
 	pf := PFBDF(0)
 	numvfs := f.dev(pf, "sriov_numvfs")
-	if got := read(t, f.dev(pf, "sriov_totalvfs")); got != "8" {
-		t.Fatalf("sriov_totalvfs %q", got)
+	if got := read(t, f.dev(pf, "sriov_totalvfs")); got != fmt.Sprint(nic.TotalVFs) {
+		t.Fatalf("sriov_totalvfs %q, want %d", got, nic.TotalVFs)
 	}
 	for _, c := range []struct {
 		value string
 		want  syscall.Errno
 	}{
-		{"9", syscall.ERANGE},     // above sriov_totalvfs
-		{"70000", syscall.ERANGE}, // kstrtou16 overflow
+		{fmt.Sprint(nic.TotalVFs + 1), syscall.ERANGE}, // above sriov_totalvfs
+		{"70000", syscall.ERANGE},                      // kstrtou16 overflow
 		{"abc", syscall.EINVAL},
 		{"-1", syscall.EINVAL},
 		{"", syscall.EINVAL},
@@ -168,7 +262,7 @@ func TestFuseNumVFsErrnos(t *testing.T) {
 	// or not (kernfs_fop_open).
 	_, err := os.OpenFile(f.dev(pf, "sriov_totalvfs"), os.O_WRONLY, 0)
 	wantErrno(t, "opening sriov_totalvfs for writing", err, syscall.EACCES)
-	_, err = os.ReadFile(filepath.Join(f.sys, "bus/pci/drivers/iavf/bind"))
+	_, err = os.ReadFile(filepath.Join(f.sys, "bus/pci/drivers", nic.VFDriver, "bind"))
 	wantErrno(t, "reading a driver's bind", err, syscall.EACCES)
 	_, err = os.OpenFile(filepath.Join(f.sys, "bus/pci/devices", pf, "nosuch"), os.O_WRONLY|os.O_CREATE, 0o644)
 	if err == nil {
@@ -182,11 +276,11 @@ func TestFuseNumVFsErrnos(t *testing.T) {
 		t.Error("VF 0 left after numvfs=0")
 	}
 	// Without a PF driver there is no sriov_configure: ENOENT.
-	if err := store(filepath.Join(f.sys, "bus/pci/drivers/i40e/unbind"), pf); err != nil {
+	if err := store(filepath.Join(f.sys, "bus/pci/drivers", nic.PFDriver, "unbind"), pf); err != nil {
 		t.Fatal(err)
 	}
 	wantErrno(t, "numvfs without a PF driver", store(numvfs, "2"), syscall.ENOENT)
-	if err := store(filepath.Join(f.sys, "bus/pci/drivers/i40e/bind"), pf); err != nil {
+	if err := store(filepath.Join(f.sys, "bus/pci/drivers", nic.PFDriver, "bind"), pf); err != nil {
 		t.Fatal(err)
 	}
 	wantErrno(t, "numvfs with the PF driver back", store(numvfs, "2"), 0)
@@ -206,14 +300,16 @@ func TestFuseNumVFsErrnos(t *testing.T) {
 	}
 }
 
-func TestFuseBindErrnosAndOverride(t *testing.T) {
-	f := serve(t, []PF{{Name: "rgf0", MAC: "02:00:00:fe:00:02"}}, "")
+func TestFuseBindErrnosAndOverride(t *testing.T) { forEachNIC(t, testFuseBindErrnosAndOverride) }
+
+func testFuseBindErrnosAndOverride(t *testing.T, nic NIC) {
+	f := serve(t, nic.VFDriver, []PF{{Name: "rgf0", MAC: "02:00:00:fe:00:02"}}, "")
 	pf := PFBDF(0)
-	if err := store(f.dev(pf, "sriov_numvfs"), "2"); err != nil { // autoprobe on: iavf
+	if err := store(f.dev(pf, "sriov_numvfs"), "2"); err != nil { // autoprobe on: the VF driver
 		t.Fatal(err)
 	}
 	vf0, vf1 := VFBDF(pf, 0), VFBDF(pf, 1)
-	if d := driverOf(t, f, vf0); d != DriverVF {
+	if d := driverOf(t, f, vf0); d != nic.VFDriver {
 		t.Fatalf("autoprobed VF driver %q", d)
 	}
 	drv := func(d, file string) string { return filepath.Join(f.sys, "bus/pci/drivers", d, file) }
@@ -233,12 +329,16 @@ func TestFuseBindErrnosAndOverride(t *testing.T) {
 	wantErrno(t, "unbind from a driver it is not bound to", store(drv(DriverVFIO, "unbind"), vf0), syscall.ENODEV)
 	wantErrno(t, "bind of no such device", store(drv(DriverVFIO, "bind"), "0000:99:00.0"), syscall.ENODEV)
 	wantErrno(t, "probe of no such device", store(filepath.Join(f.sys, "bus/pci/drivers_probe"), "0000:99:00.0"), syscall.ENODEV)
-	wantErrno(t, "unbind from iavf", store(drv(DriverVF, "unbind"), vf0), 0)
+	wantErrno(t, "unbind from "+nic.VFDriver, store(drv(nic.VFDriver, "unbind"), vf0), 0)
+	// Each driver's bind takes only the ids in its table: the VF driver
+	// refuses the PF, the PF driver the (now unbound) VF.
+	wantErrno(t, "PF bind to "+nic.VFDriver, store(drv(nic.VFDriver, "bind"), pf), syscall.ENODEV)
+	wantErrno(t, "VF bind to "+nic.PFDriver, store(drv(nic.PFDriver, "bind"), vf0), syscall.ENODEV)
 	if d := driverOf(t, f, vf0); d != "" {
 		t.Fatalf("driver %q when unbind returned", d)
 	}
-	if _, err := os.Lstat(drv(DriverVF, vf0)); err == nil {
-		t.Error("drivers/iavf still lists the VF")
+	if _, err := os.Lstat(drv(nic.VFDriver, vf0)); err == nil {
+		t.Errorf("drivers/%s still lists the VF", nic.VFDriver)
 	}
 	wantErrno(t, "bind to vfio-pci", store(drv(DriverVFIO, "bind"), vf0), 0)
 	if d := driverOf(t, f, vf0); d != DriverVFIO {
@@ -258,11 +358,24 @@ func TestFuseBindErrnosAndOverride(t *testing.T) {
 	// drivers_probe of a bound device is a success that changes nothing;
 	// of an unbound one binds a matching driver.
 	wantErrno(t, "probe of a bound device", store(filepath.Join(f.sys, "bus/pci/drivers_probe"), vf0), 0)
-	if err := store(drv(DriverVF, "unbind"), vf1); err != nil {
+	if err := store(drv(nic.VFDriver, "unbind"), vf1); err != nil {
 		t.Fatal(err)
 	}
+	// A probe honours driver_override, then the id tables.
+	if err := store(f.dev(vf1, "driver_override"), DriverVFIO); err != nil {
+		t.Fatal(err)
+	}
+	wantErrno(t, "probe of an unbound VF with an override", store(filepath.Join(f.sys, "bus/pci/drivers_probe"), vf1), 0)
+	if d := driverOf(t, f, vf1); d != DriverVFIO {
+		t.Errorf("probed VF driver with override %q, want %s", d, DriverVFIO)
+	}
+	for _, s := range [][2]string{{drv(DriverVFIO, "unbind"), vf1}, {f.dev(vf1, "driver_override"), ""}} {
+		if err := store(s[0], s[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
 	wantErrno(t, "probe of an unbound VF", store(filepath.Join(f.sys, "bus/pci/drivers_probe"), vf1), 0)
-	if d := driverOf(t, f, vf1); d != DriverVF {
+	if d := driverOf(t, f, vf1); d != nic.VFDriver {
 		t.Errorf("probed VF driver %q", d)
 	}
 	// The product-facing tree: bus/pci/devices links resolve.
@@ -272,10 +385,121 @@ func TestFuseBindErrnosAndOverride(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(f.sys, "module/vfio_pci")); err != nil {
 		t.Error(err)
 	}
+
+	// Removing the VFs releases their drivers; the PF keeps its own.
+	if err := store(f.dev(pf, "sriov_numvfs"), "0"); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{drv(DriverVFIO, vf0), drv(nic.VFDriver, vf1), filepath.Join(f.sys, "bus/pci/devices", vf0),
+		filepath.Join(f.sys, "kernel/iommu_groups", fmt.Sprint(group)), filepath.Join(f.vfio, fmt.Sprint(group))} {
+		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s after numvfs=0: %v", p, err)
+		}
+	}
+	if d := driverOf(t, f, pf); d != nic.PFDriver {
+		t.Errorf("PF driver %q after numvfs=0, want %s", d, nic.PFDriver)
+	}
+}
+
+// A PF added to a mounted tree shows at once, bound to the PF driver, and
+// takes VFs; another PF's VFs stay as they are.
+func TestFuseAddPFAfterMount(t *testing.T) {
+	f := serve(t, "", nil, "")
+	if got := names(t, filepath.Join(f.sys, "bus/pci/devices")); len(got) != 0 {
+		t.Fatalf("bus/pci/devices %v before any PF was added", got)
+	}
+	pf0 := f.srv.Kernel.AddPF(PF{Name: "rga0", MAC: "02:00:00:fe:00:07"})
+	if pf0 != PFBDF(0) {
+		t.Errorf("first PF added at %s, want %s", pf0, PFBDF(0))
+	}
+	if d := driverOf(t, f, pf0); d != X710.PFDriver {
+		t.Errorf("added PF's driver %q, want %s", d, X710.PFDriver)
+	}
+	if err := store(f.dev(pf0, "sriov_numvfs"), "2"); err != nil {
+		t.Fatal(err)
+	}
+	pf1 := f.srv.Kernel.AddPF(PF{Name: "rga1", MAC: "02:00:00:fe:00:08"})
+	if pf1 != PFBDF(1) {
+		t.Errorf("second PF added at %s, want %s", pf1, PFBDF(1))
+	}
+	if got, want := names(t, filepath.Join(f.sys, "bus/pci/devices")), []string{pf0, VFBDF(pf0, 0), VFBDF(pf0, 1), pf1}; !slices.Equal(got, want) {
+		t.Errorf("bus/pci/devices %v, want %v", got, want)
+	}
+	if got := read(t, f.dev(pf1, "sriov_numvfs")); got != "0" {
+		t.Errorf("new PF's sriov_numvfs %q", got)
+	}
+	if got := read(t, f.dev(pf0, "sriov_numvfs")); got != "2" {
+		t.Errorf("first PF's sriov_numvfs %q after another PF came", got)
+	}
+}
+
+// A VF netdev comes with the VF driver's bind and goes with its unbind or
+// the VF's removal, wherever it has been moved.
+func TestFuseVFNetdevsGoWithTheirDriver(t *testing.T) {
+	testutil.RequireRoot(t)
+	pfName := fmt.Sprintf("rgn%d", os.Getpid()%10000)
+	peers := fmt.Sprintf("rg-fn-%d", os.Getpid())
+	nsutil.ForTest(t, peers)
+	vfName := func(j int) string { return fmt.Sprintf("%sv%d", pfName, j) }
+	t.Cleanup(func() {
+		for j := range 3 {
+			if l, err := netlink.LinkByName(vfName(j)); err == nil {
+				_ = netlink.LinkDel(l)
+			}
+		}
+	})
+	f := serve(t, "", []PF{{Name: pfName, MAC: "02:00:00:fe:00:09"}}, peers)
+	pf := PFBDF(0)
+	if err := store(f.dev(pf, "sriov_numvfs"), "3"); err != nil {
+		t.Fatal(err)
+	}
+	for j := range 3 {
+		l, err := netlink.LinkByName(vfName(j))
+		if err != nil {
+			t.Fatalf("VF netdev %s: %v", vfName(j), err)
+		}
+		if got := read(t, filepath.Join(f.dev(VFBDF(pf, j), "net"), vfName(j), "address")); got != l.Attrs().HardwareAddr.String() {
+			t.Errorf("VF %d's net/%s/address %s, link's MAC %s", j, vfName(j), got, l.Attrs().HardwareAddr)
+		}
+	}
+	if err := store(filepath.Join(f.sys, "bus/pci/drivers", X710.VFDriver, "unbind"), VFBDF(pf, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := netlink.LinkByName(vfName(2)); err == nil {
+		t.Errorf("VF netdev %s still there when the unbind returned", vfName(2))
+	}
+	if _, err := os.Lstat(f.dev(VFBDF(pf, 2), "net")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("net/ of the unbound VF: %v", err)
+	}
+	node := nsutil.ForTest(t, fmt.Sprintf("rg-fnn-%d", os.Getpid()))
+	l0, err := netlink.LinkByName(vfName(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := netlink.LinkSetNsFd(l0, int(node)); err != nil {
+		t.Fatalf("moving VF netdev into the node: %v", err)
+	}
+	inNode, err := netlink.NewHandleAt(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inNode.Close()
+	if _, err := inNode.LinkByName(vfName(0)); err != nil {
+		t.Fatalf("moved VF netdev not in the node's netns: %v", err)
+	}
+	if err := store(f.dev(pf, "sriov_numvfs"), "0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := inNode.LinkByName(vfName(0)); err == nil {
+		t.Errorf("VF netdev moved into the node still there after numvfs=0")
+	}
+	if _, err := netlink.LinkByName(vfName(1)); err == nil {
+		t.Errorf("VF netdev %s still there after numvfs=0", vfName(1))
+	}
 }
 
 func TestFuseOpenVFIOGroupBlocksUnbindAndNumVFs(t *testing.T) {
-	f := serve(t, []PF{{Name: "rgf0", MAC: "02:00:00:fe:00:03"}}, "")
+	f := serve(t, "", []PF{{Name: "rgf0", MAC: "02:00:00:fe:00:03"}}, "")
 	pf := PFBDF(0)
 	for _, s := range [][2]string{{f.dev(pf, "sriov_drivers_autoprobe"), "0"}, {f.dev(pf, "sriov_numvfs"), "2"}} {
 		if err := store(s[0], s[1]); err != nil {
@@ -440,36 +664,18 @@ func names(t *testing.T, dir string) []string {
 	return out
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
+// Run for every NIC: a VF netdev is its VF driver's, whichever that is.
 func TestFuseNetViewIsTheCallersNetns(t *testing.T) {
 	testutil.RequireRoot(t)
+	forEachNIC(t, testFuseNetViewIsTheCallersNetns)
+}
+
+func testFuseNetViewIsTheCallersNetns(t *testing.T, nic NIC) {
 	pfName := fmt.Sprintf("rgv%d", os.Getpid()%10000)
 	peers := fmt.Sprintf("rg-fv-%d", os.Getpid())
 	node := fmt.Sprintf("rg-fvn-%d", os.Getpid())
-	for _, n := range []string{peers, node} {
-		n := n
-		t.Cleanup(func() {
-			if err := nsutil.Delete(n); err != nil {
-				t.Errorf("cleanup: %v", err)
-			}
-		})
-		if err := nsutil.Create(n); err != nil {
-			t.Fatal(err)
-		}
-	}
-	peerNs, err := netns.GetFromName(peers)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer peerNs.Close()
+	peerNs := nsutil.ForTest(t, peers)
+	nodeNs := nsutil.ForTest(t, node)
 	t.Cleanup(func() {
 		if l, err := netlink.LinkByName(pfName); err == nil {
 			_ = netlink.LinkDel(l)
@@ -484,11 +690,11 @@ func TestFuseNetViewIsTheCallersNetns(t *testing.T) {
 		t.Fatal(err)
 	}
 	mac := l.Attrs().HardwareAddr.String()
-	f := serve(t, []PF{{Name: pfName, MAC: mac}}, peers)
+	f := serve(t, nic.VFDriver, []PF{{Name: pfName, MAC: mac}}, peers)
 	pf := PFBDF(0)
 
 	// The host sees the PF in class/net and under its device.
-	if got := names(t, filepath.Join(f.sys, "class/net")); !contains(got, pfName) || !contains(got, "lo") {
+	if got := names(t, filepath.Join(f.sys, "class/net")); !slices.Contains(got, pfName) || !slices.Contains(got, "lo") {
 		t.Fatalf("host class/net %v lacks %s or lo", got, pfName)
 	}
 	if got := read(t, filepath.Join(f.sys, "class/net", pfName, "address")); got != mac {
@@ -513,11 +719,6 @@ func TestFuseNetViewIsTheCallersNetns(t *testing.T) {
 
 	// Moved into a node's netns and renamed, the PF leaves the host's view
 	// and shows, under its new name, to a caller in that netns.
-	nodeNs, err := netns.GetFromName(node)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nodeNs.Close()
 	if err := netlink.LinkSetNsFd(l, int(nodeNs)); err != nil {
 		t.Fatal(err)
 	}
@@ -533,7 +734,7 @@ func TestFuseNetViewIsTheCallersNetns(t *testing.T) {
 	if err := inNode.LinkSetName(moved, "eth7"); err != nil {
 		t.Fatal(err)
 	}
-	if got := names(t, filepath.Join(f.sys, "class/net")); contains(got, pfName) || contains(got, "eth7") {
+	if got := names(t, filepath.Join(f.sys, "class/net")); slices.Contains(got, pfName) || slices.Contains(got, "eth7") {
 		t.Errorf("host class/net %v still shows the moved PF", got)
 	}
 	if got := names(t, f.dev(pf, "net")); len(got) != 0 {

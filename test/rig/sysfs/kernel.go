@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log"
 	"os"
@@ -38,10 +39,14 @@ import (
 //     every 10 s, even after a signal; drivers/vfio/group.c
 //     vfio_group_fops_open: EBUSY for a second open of a group.
 //
+// A Kernel stands in for one NIC model (KernelConfig.VFDriver picks it):
+// its PF and VF device ids and the drivers that bind them.
+//
 // A Kernel persists its state to StateFile after every change, so a
 // restarted server carries on where the last one stopped.
 type Kernel struct {
 	cfg KernelConfig
+	nic NIC
 	log *log.Logger
 	net *vfNetdevs
 
@@ -60,6 +65,10 @@ type Kernel struct {
 // KernelConfig describes the hardware a Kernel stands in for.
 type KernelConfig struct {
 	PFs []PF
+	// VFDriver is the kernel driver of the NIC's VFs, which picks the NIC
+	// (NICForVFDriver): "igbvf" for an Intel 82576; empty for the
+	// default, an X710 with iavf.
+	VFDriver string
 	// PeerNetns is the named netns holding the private ends of VF
 	// netdevs; empty disables VF netdevs.
 	PeerNetns string
@@ -98,16 +107,18 @@ func (f *fnState) isPF() bool { return f.PF == "" }
 // NewKernel returns the PCI state for cfg.PFs, or the state StateFile
 // recorded for them.
 func NewKernel(cfg KernelConfig) (*Kernel, error) {
+	nic, err := NICForVFDriver(cfg.VFDriver)
+	if err != nil {
+		return nil, err
+	}
 	l := cfg.Log
 	if l == nil {
-		l = log.New(discard{}, "", 0)
+		l = log.New(io.Discard, "", 0)
 	}
-	k := &Kernel{cfg: cfg, log: l, fns: map[string]*function{}, groups: map[int]int{},
+	k := &Kernel{cfg: cfg, nic: nic, log: l, fns: map[string]*function{}, groups: map[int]int{},
 		changed: make(chan struct{}), vfioMod: 0o600, relayEvery: 10 * time.Second}
 	for i, pf := range cfg.PFs {
-		bdf := PFBDF(i)
-		k.fns[bdf] = &function{fnState: fnState{BDF: bdf, Device: DevicePF, Driver: DriverPF, TotalVFs: TotalVFs,
-			Autoprobe: true, NetName: pf.Name, MAC: strings.ToLower(pf.MAC)}}
+		k.fns[PFBDF(i)] = k.newPF(PFBDF(i), pf)
 	}
 	if cfg.StateFile != "" {
 		if err := k.load(); err != nil {
@@ -122,6 +133,37 @@ func NewKernel(cfg KernelConfig) (*Kernel, error) {
 		k.net = n
 	}
 	return k, nil
+}
+
+// newPF is a PF as the machine starts with it: bound to its driver, no
+// VFs, autoprobe on (the kernel's default, sriov_drivers_autoprobe).
+func (k *Kernel) newPF(bdf string, pf PF) *function {
+	return &function{fnState: fnState{BDF: bdf, Device: k.nic.PFDevice, Driver: k.nic.PFDriver, TotalVFs: k.nic.TotalVFs,
+		Autoprobe: true, NetName: pf.Name, MAC: strings.ToLower(pf.MAC)}}
+}
+
+// AddPF adds a PF after the start, at the next PFBDF, and returns its
+// address: a hot-added device, whose sysfs files appear and which its
+// matching driver (the PF driver) takes at once (pci_bus_add_device:
+// pci_create_sysfs_dev_files, then device_attach; torvalds/linux
+// drivers/pci/bus.c@01b944f).
+// A mounted tree shows it on the next lookup: nothing is cached. It lets a
+// test mount the fake sysfs before the containers that bind-mount it start
+// and give it a PF only once it knows the MAC of one of their links.
+func (k *Kernel) AddPF(pf PF) string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	n := 0
+	for _, f := range k.fns {
+		if f.isPF() {
+			n++
+		}
+	}
+	bdf := PFBDF(n)
+	k.fns[bdf] = k.newPF(bdf, pf)
+	k.saveLocked()
+	k.log.Printf("%s: PF %s added", bdf, pf.Name)
+	return bdf
 }
 
 type savedState struct {
@@ -144,6 +186,14 @@ func (k *Kernel) load() error {
 	for _, f := range s.Functions {
 		if f.isPF() && k.fns[f.BDF] == nil {
 			continue // a PF this rig no longer has
+		}
+		want := k.nic.PFDevice
+		if !f.isPF() {
+			want = k.nic.VFDevice
+		}
+		if f.Device != want {
+			return fmt.Errorf("fake PCI state %s: %s is device %s where the %s this kernel stands in for has %s: the state is another NIC's",
+				k.cfg.StateFile, f.BDF, f.Device, k.nic.Model, want)
 		}
 		k.fns[f.BDF] = f
 	}
@@ -281,7 +331,7 @@ func (k *Kernel) enableVFs(pf *function, n int) syscall.Errno {
 	autoprobe := pf.Autoprobe
 	var vfs []*function
 	for j := 0; j < n; j++ {
-		vf := &function{fnState: fnState{BDF: VFBDF(pf.BDF, j), PF: pf.BDF, Index: j, Device: DeviceVF}}
+		vf := &function{fnState: fnState{BDF: VFBDF(pf.BDF, j), PF: pf.BDF, Index: j, Device: k.nic.VFDevice}}
 		k.fns[vf.BDF] = vf
 		vfs = append(vfs, vf)
 	}
@@ -328,21 +378,12 @@ func (k *Kernel) disableVFs(pf *function) syscall.Errno {
 
 // driverMatches is the PCI core's match: driver_override wins, else the
 // driver's id table.
-func driverMatches(driver string, f *fnState) bool {
+func (k *Kernel) driverMatches(driver string, f *fnState) bool {
 	if f.Override != nil {
 		return *f.Override == driver
 	}
-	for _, id := range driverIDs(driver) {
+	for _, id := range k.nic.driverIDs(driver) {
 		if id == f.Device {
-			return true
-		}
-	}
-	return false
-}
-
-func knownDriver(d string) bool {
-	for _, x := range drivers {
-		if x == d {
 			return true
 		}
 	}
@@ -358,7 +399,7 @@ func (k *Kernel) StoreBind(driver string, buf []byte) syscall.Errno {
 	f.lock.Lock()
 	defer f.lock.Unlock()
 	k.mu.Lock()
-	match, cur := driverMatches(driver, &f.fnState), f.Driver
+	match, cur := k.driverMatches(driver, &f.fnState), f.Driver
 	k.mu.Unlock()
 	if !match {
 		return syscall.ENODEV
@@ -403,8 +444,8 @@ func (k *Kernel) probeLocked(f *function) syscall.Errno {
 	k.mu.Lock()
 	bound := f.Driver != ""
 	var driver string
-	for _, d := range drivers {
-		if driverMatches(d, &f.fnState) {
+	for _, d := range k.nic.drivers() {
+		if k.driverMatches(d, &f.fnState) {
 			driver = d
 			break
 		}
@@ -417,9 +458,9 @@ func (k *Kernel) probeLocked(f *function) syscall.Errno {
 }
 
 // attachLocked binds driver to f (f.lock held) with its side effects: a
-// VF netdev for iavf, a VFIO group node for vfio-pci.
+// VF netdev for the VF driver, a VFIO group node for vfio-pci.
 func (k *Kernel) attachLocked(driver string, f *function) syscall.Errno {
-	if driver == DriverVF && k.net != nil {
+	if driver == k.nic.VFDriver && k.net != nil {
 		if err := k.addVFNetdev(f); err != nil {
 			// The bind still happens; the netdev is a best-effort extra.
 			k.log.Printf("VF %s: netdev: %v", f.BDF, err)
@@ -447,14 +488,16 @@ func (k *Kernel) releaseLocked(f *function) syscall.Errno {
 		if errno := k.waitGroupClosed(f); errno != 0 {
 			return errno
 		}
-	case DriverVF:
+	case k.nic.VFDriver:
 		if k.net != nil && f.NetName != "" {
 			if err := k.net.remove(f.NetName); err != nil {
 				k.log.Printf("VF %s: removing netdev: %v", f.BDF, err)
 			}
 		}
-	case DriverPF:
-		// i40e_remove frees the VFs first.
+	case k.nic.PFDriver:
+		// The PF driver's remove frees the VFs first (i40e_remove;
+		// igb_remove's igb_disable_sriov, torvalds/linux
+		// drivers/net/ethernet/intel/igb/igb_main.c@6f23fc4).
 		if errno := k.disableVFs(f); errno != 0 {
 			return errno
 		}
@@ -617,7 +660,7 @@ func (k *Kernel) vfioGroups() []int {
 	return out
 }
 
-// addVFNetdev gives a VF bound to iavf a netdev named <pf>v<j>.
+// addVFNetdev gives a VF bound to the VF driver a netdev named <pf>v<j>.
 func (k *Kernel) addVFNetdev(vf *function) error {
 	k.mu.Lock()
 	pf := k.fns[vf.PF]

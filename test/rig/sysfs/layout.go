@@ -1,52 +1,102 @@
-// Package sysfs is the stand-in for SR-IOV hardware on machines that have
-// none: a fake PCI sysfs laid out like the real /sys for SR-IOV NICs.
-//
-// Serve (kernel.go, fuse.go) is the one the rig uses: a FUSE file system
-// whose stores behave like the kernel's (synchronous, with its errnos,
-// blocking on an open VFIO group) and whose class/net and net/ directories
-// show the calling process's network namespace.
-//
-// Build and Emulator (this file, emulator.go, watch.go) are the older
-// plain-file tree with an inotify emulator that applies writes after they
-// return; only the stand-in node tests (test/standin) still use them.
 package sysfs
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 )
 
-// Drivers the fake tree knows. Their id tables decide what `bind` accepts.
-const (
-	DriverPF   = "i40e"
-	DriverVF   = "iavf"
-	DriverVFIO = "vfio-pci"
-)
+// DriverVFIO is the driver that takes a function only through its
+// driver_override: its id table is empty.
+const DriverVFIO = "vfio-pci"
 
-// IDs written into the tree (Intel X710 PF and its VF).
+// IDs common to every NIC the fake tree stands in for.
 const (
 	VendorIntel = "0x8086"
-	DevicePF    = "0x1572"
-	DeviceVF    = "0x154c"
 	ClassNet    = "0x020000"
-	TotalVFs    = 8
 )
 
-// drivers lists every driver directory in the tree.
-var drivers = []string{DriverPF, DriverVF, DriverVFIO}
+// NIC is the hardware a fake kernel stands in for: the PCI device ids of
+// its PF and VFs, the kernel drivers whose id tables match them (and so
+// bind them on a probe), and the sriov_totalvfs its PF driver sets. The
+// product must not care which one it is: it reads the drivers from sysfs.
+type NIC struct {
+	Model    string
+	Vendor   string
+	PFDevice string
+	VFDevice string
+	PFDriver string
+	VFDriver string
+	TotalVFs int
+}
+
+// The NICs the fake kernel knows. Their ids are the drivers' own, read in
+// the Linux tree (the store holds single commits of it, not tags; these
+// ids have not changed in years):
+//
+//   - X710: torvalds/linux drivers/net/ethernet/intel/i40e/i40e_devids.h@bc69b75
+//     I40E_DEV_ID_SFP_XL710 0x1572 (i40e); drivers/net/ethernet/intel/iavf/iavf_devids.h@fc4b04d
+//     IAVF_DEV_ID_VF 0x154C (iavf). TotalVFs 8 is the rig's, not the
+//     card's (up to 64 a PF): VF functions are 0..7 of one fake device.
+//   - 82576, the NIC of QEMU's emulated igb: torvalds/linux
+//     drivers/net/ethernet/intel/igb/e1000_hw.h@d44e7a9 E1000_DEV_ID_82576
+//     0x10C9, in igb_pci_tbl (igb/igb_main.c@6f23fc4), whose
+//     igb_probe_vfs sets pci_sriov_set_totalvfs(pdev, 7);
+//     drivers/net/ethernet/intel/igbvf/vf.h@0b77b97 E1000_DEV_ID_82576_VF
+//     0x10CA, in igbvf_pci_tbl (igbvf/netdev.c@009f773). A real kernel
+//     (6.1 and 6.12, QEMU's igb) showed sriov_totalvfs 7 and bound the VFs
+//     to igbvf (field notes section 3).
+var (
+	X710 = NIC{Model: "Intel X710", Vendor: VendorIntel, PFDevice: "0x1572", VFDevice: "0x154c",
+		PFDriver: "i40e", VFDriver: "iavf", TotalVFs: 8}
+	I82576 = NIC{Model: "Intel 82576", Vendor: VendorIntel, PFDevice: "0x10c9", VFDevice: "0x10ca",
+		PFDriver: "igb", VFDriver: "igbvf", TotalVFs: 7}
+)
+
+// NICs lists the known NICs, the default (X710) first.
+var NICs = []NIC{X710, I82576}
+
+// NICForVFDriver is the NIC whose VFs the kernel binds to vfDriver; ""
+// is the default, X710 with iavf.
+func NICForVFDriver(vfDriver string) (NIC, error) {
+	if vfDriver == "" {
+		return NICs[0], nil
+	}
+	var known []string
+	for _, n := range NICs {
+		if n.VFDriver == vfDriver {
+			return n, nil
+		}
+		known = append(known, fmt.Sprintf("%s (%s)", n.VFDriver, n.Model))
+	}
+	return NIC{}, fmt.Errorf("the fake kernel knows no NIC whose VFs take driver %q; known: %s", vfDriver, strings.Join(known, ", "))
+}
+
+// drivers lists every driver directory the kernel has for n.
+func (n NIC) drivers() []string { return []string{n.PFDriver, n.VFDriver, DriverVFIO} }
+
+// knows reports whether d is one of n's drivers.
+func (n NIC) knows(d string) bool {
+	for _, x := range n.drivers() {
+		if x == d {
+			return true
+		}
+	}
+	return false
+}
+
+// netDriver reports whether d registers a netdev for the function it binds.
+func (n NIC) netDriver(d string) bool { return d == n.PFDriver || d == n.VFDriver }
 
 // driverIDs is each driver's static id table; vfio-pci has none, so it
 // only takes devices whose driver_override names it.
-func driverIDs(driver string) []string {
+func (n NIC) driverIDs(driver string) []string {
 	switch driver {
-	case DriverPF:
-		return []string{DevicePF}
-	case DriverVF:
-		return []string{DeviceVF}
+	case n.PFDriver:
+		return []string{n.PFDevice}
+	case n.VFDriver:
+		return []string{n.VFDevice}
 	}
 	return nil
 }
@@ -81,149 +131,9 @@ func iommuGroup(bdf string) (int, error) {
 // Tree holds the paths of one fake sysfs root.
 type Tree struct{ Root string }
 
-func (t Tree) devicesDir() string          { return filepath.Join(t.Root, "devices", "pci0000:00") }
-func (t Tree) DeviceDir(bdf string) string { return filepath.Join(t.devicesDir(), bdf) }
-func (t Tree) driversDir() string          { return filepath.Join(t.Root, "bus", "pci", "drivers") }
-func (t Tree) DriverDir(d string) string   { return filepath.Join(t.driversDir(), d) }
-func (t Tree) busDevice(bdf string) string {
-	return filepath.Join(t.Root, "bus", "pci", "devices", bdf)
-}
-func (t Tree) groupDir(n int) string {
-	return filepath.Join(t.Root, "kernel", "iommu_groups", fmt.Sprint(n))
-}
-func (t Tree) DriversProbe() string { return filepath.Join(t.Root, "bus", "pci", "drivers_probe") }
-
-// Build creates (or completes) the tree for the given PFs. Existing
-// attribute values are kept, so building twice does not reset VF state.
-func Build(root string, pfs []PF) error {
-	t := Tree{Root: root}
-	for _, dir := range []string{
-		t.devicesDir(),
-		filepath.Join(root, "bus", "pci", "devices"),
-		filepath.Join(root, "class", "net"),
-		filepath.Join(root, "kernel", "iommu_groups"),
-		filepath.Join(root, "module", "vfio_pci"),
-	} {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return fmt.Errorf("creating fake sysfs dir %s: %w", dir, err)
-		}
-	}
-	for _, d := range drivers {
-		if err := os.MkdirAll(t.DriverDir(d), 0o755); err != nil {
-			return fmt.Errorf("creating driver dir %s: %w", d, err)
-		}
-		for _, f := range []string{"bind", "unbind"} {
-			if err := ensureFile(filepath.Join(t.DriverDir(d), f), ""); err != nil {
-				return err
-			}
-		}
-	}
-	if err := ensureFile(t.DriversProbe(), ""); err != nil {
-		return err
-	}
-	for i, pf := range pfs {
-		if err := t.buildPF(PFBDF(i), pf); err != nil {
-			return fmt.Errorf("building fake PF %s (%s): %w", pf.Name, PFBDF(i), err)
-		}
-	}
-	return nil
-}
-
-func (t Tree) buildPF(bdf string, pf PF) error {
-	if err := t.addFunction(bdf, DevicePF, map[string]string{
-		"sriov_totalvfs":          fmt.Sprint(TotalVFs),
-		"sriov_numvfs":            "0",
-		"sriov_drivers_autoprobe": "1",
-	}); err != nil {
-		return err
-	}
-	if err := t.bindLinks(bdf, DriverPF); err != nil {
-		return err
-	}
-	if err := t.addNet(bdf, pf.Name, pf.MAC); err != nil {
-		return err
-	}
-	return ensureSymlink(filepath.Join("..", "..", "devices", "pci0000:00", bdf, "net", pf.Name),
-		filepath.Join(t.Root, "class", "net", pf.Name))
-}
-
-// addFunction creates a PCI function's directory with its common
-// attributes, its IOMMU group and its bus/pci/devices entry.
-func (t Tree) addFunction(bdf, device string, extra map[string]string) error {
-	dir := t.DeviceDir(bdf)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("creating device dir: %w", err)
-	}
-	attrs := map[string]string{
-		"vendor":          VendorIntel,
-		"device":          device,
-		"class":           ClassNet,
-		"numa_node":       "0",
-		"driver_override": "",
-	}
-	for k, v := range extra {
-		attrs[k] = v
-	}
-	for k, v := range attrs {
-		if err := ensureFile(filepath.Join(dir, k), v); err != nil {
-			return err
-		}
-	}
-	group, err := iommuGroup(bdf)
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Join(t.groupDir(group), "devices"), 0o755); err != nil {
-		return fmt.Errorf("creating iommu group %d: %w", group, err)
-	}
-	if err := ensureSymlink(filepath.Join("..", "..", "..", "..", "devices", "pci0000:00", bdf),
-		filepath.Join(t.groupDir(group), "devices", bdf)); err != nil {
-		return err
-	}
-	if err := ensureSymlink(filepath.Join("..", "..", "..", "kernel", "iommu_groups", fmt.Sprint(group)),
-		filepath.Join(dir, "iommu_group")); err != nil {
-		return err
-	}
-	return ensureSymlink(filepath.Join("..", "..", "..", "devices", "pci0000:00", bdf), t.busDevice(bdf))
-}
-
-// removeFunction undoes addFunction.
-func (t Tree) removeFunction(bdf string) error {
-	group, err := iommuGroup(bdf)
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, p := range []string{t.busDevice(bdf), t.groupDir(group), t.DeviceDir(bdf)} {
-		if err := os.RemoveAll(p); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// addNet records a netdev under the function, with a `device` link back
-// like the real net/<if>/device.
-func (t Tree) addNet(bdf, name, mac string) error {
-	dir := filepath.Join(t.DeviceDir(bdf), "net", name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("creating net dir %s: %w", name, err)
-	}
-	if err := writeAttr(filepath.Join(dir, "address"), strings.ToLower(mac), true); err != nil {
-		return err
-	}
-	return ensureSymlink(filepath.Join("..", ".."), filepath.Join(dir, "device"))
-}
-
-// bindLinks creates the driver link and the driver's device link.
-func (t Tree) bindLinks(bdf, driver string) error {
-	// The device's driver link comes last: waiters poll it.
-	if err := ensureSymlink(filepath.Join("..", "..", "..", "..", "devices", "pci0000:00", bdf),
-		filepath.Join(t.DriverDir(driver), bdf)); err != nil {
-		return err
-	}
-	return ensureSymlink(filepath.Join("..", "..", "..", "bus", "pci", "drivers", driver),
-		filepath.Join(t.DeviceDir(bdf), "driver"))
+// DeviceDir is the function's directory under devices/.
+func (t Tree) DeviceDir(bdf string) string {
+	return filepath.Join(t.Root, "devices", "pci0000:00", bdf)
 }
 
 // Driver returns the basename of the function's driver link, "" if unbound.
@@ -242,55 +152,4 @@ func ReadAttr(path string) (string, error) {
 		return "", err
 	}
 	return strings.TrimSpace(string(b)), nil
-}
-
-// writeAttr writes value plus newline; create says whether a missing file
-// may be created (the emulator may, product code may not).
-func writeAttr(path, value string, create bool) error {
-	flags := os.O_WRONLY | os.O_TRUNC
-	if create {
-		flags |= os.O_CREATE
-	}
-	f, err := os.OpenFile(path, flags, 0o644)
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if _, err := f.WriteString(value + "\n"); err != nil {
-		f.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return f.Close()
-}
-
-// ensureFile creates an attribute file with value unless it exists.
-func ensureFile(path, value string) error {
-	if _, err := os.Lstat(path); err == nil {
-		return nil
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("checking %s: %w", path, err)
-	}
-	if value == "" {
-		// One-shot control files and unset attributes start empty.
-		if err := os.WriteFile(path, nil, 0o644); err != nil {
-			return fmt.Errorf("creating %s: %w", path, err)
-		}
-		return nil
-	}
-	return writeAttr(path, value, true)
-}
-
-// ensureSymlink creates link -> target, replacing a link pointing elsewhere.
-func ensureSymlink(target, link string) error {
-	if cur, err := os.Readlink(link); err == nil {
-		if cur == target {
-			return nil
-		}
-		if err := os.Remove(link); err != nil {
-			return fmt.Errorf("replacing link %s: %w", link, err)
-		}
-	}
-	if err := os.Symlink(target, link); err != nil {
-		return fmt.Errorf("linking %s -> %s: %w", link, target, err)
-	}
-	return nil
 }

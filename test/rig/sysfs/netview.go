@@ -33,7 +33,7 @@ type netView struct {
 // no caller (pid 0) or one that is gone sees the server's own netns.
 // Nothing is cached: a netns handle held across requests would pin the
 // namespace (and the links in it) past its owner's death.
-func callerNetView(ctx context.Context, fns map[string]fnState) (*netView, error) {
+func callerNetView(ctx context.Context, nic NIC, fns map[string]fnState) (*netView, error) {
 	var ns netns.NsHandle = -1
 	if c, ok := fuse.FromContext(ctx); ok && c.Pid != 0 {
 		if h, err := netns.GetFromPath(fmt.Sprintf("/proc/%d/ns/net", c.Pid)); err == nil {
@@ -60,7 +60,7 @@ func callerNetView(ctx context.Context, fns map[string]fnState) (*netView, error
 	// driver is bound to it (unbinding the driver unregisters the netdev).
 	byMAC := map[string]string{}
 	for bdf, f := range fns {
-		if f.MAC != "" && (f.Driver == DriverPF || f.Driver == DriverVF) {
+		if f.MAC != "" && nic.netDriver(f.Driver) {
 			byMAC[f.MAC] = bdf
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/network"
 	dockerclient "github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
 	"github.com/k3d-io/k3d/v5/pkg/client"
@@ -52,6 +51,11 @@ func TestK3dCreatesStandinClusterAndDeletesIt(t *testing.T) {
 	defer cancel()
 	name := fmt.Sprintf("%s%d", clusterPrefix, os.Getpid()%100000)
 	sweepDeadRuns(t, docker, name)
+	// The fake sysfs for the agents, mounted before they start (their
+	// bind mounts take what is mounted then); its PF comes once the
+	// agents' MACs are known. Registered before the cluster's cleanup, so
+	// it unmounts after the containers holding it are gone.
+	sysDir, sysSrv := serveSysfs(t)
 	// Registered before anything exists: a failed create must not leave
 	// containers, the network or the image volume on the shared dockerd.
 	t.Cleanup(func() { removeLeftovers(t, docker, name) })
@@ -63,16 +67,7 @@ func TestK3dCreatesStandinClusterAndDeletesIt(t *testing.T) {
 		}
 	})
 
-	// A fake sysfs for the agents; filled once the agents' MACs are known.
-	sysRoot := filepath.Join(t.TempDir(), "sys")
-	if err := os.MkdirAll(sysRoot, 0o755); err != nil {
-		t.Fatal(err)
-	}
-
-	port, err := freePort()
-	if err != nil {
-		t.Fatal(err)
-	}
+	port := testutil.FreePort(t)
 	simple := v1alpha5.SimpleConfig{
 		TypeMeta:   conftypes.TypeMeta{Kind: "Simple", APIVersion: "k3d.io/v1alpha5"},
 		ObjectMeta: conftypes.ObjectMeta{Name: name},
@@ -82,13 +77,16 @@ func TestK3dCreatesStandinClusterAndDeletesIt(t *testing.T) {
 		Image:      testutil.StandinK3sImage,
 		Registries: v1alpha5.SimpleConfigRegistries{Config: registriesConfig(t, mirror)},
 		Volumes: []v1alpha5.VolumeWithNodeFilters{
-			{Volume: sysRoot + ":" + rigsysfs.NodePath, NodeFilters: []string{"agent:*"}},
+			{Volume: sysDir + ":" + rigsysfs.NodePath, NodeFilters: []string{"agent:*"}},
 		},
 		Options: v1alpha5.SimpleConfigOptions{
 			K3dOptions: v1alpha5.SimpleConfigOptionsK3d{Wait: true, Timeout: 2 * time.Minute, DisableLoadbalancer: true},
 			K3sOptions: v1alpha5.SimpleConfigOptionsK3s{
 				ExtraArgs: []v1alpha5.K3sArgWithNodeFilters{
+					// The product's (pkg/provider K3sDisabled).
 					{Arg: "--disable=traefik", NodeFilters: []string{"server:*"}},
+					{Arg: "--disable=servicelb", NodeFilters: []string{"server:*"}},
+					{Arg: "--disable=metrics-server", NodeFilters: []string{"server:*"}},
 					{Arg: "--flannel-backend=none", NodeFilters: []string{"server:*"}},
 					{Arg: "--disable-network-policy", NodeFilters: []string{"server:*"}},
 					{Arg: "--cluster-cidr=10.42.0.0/16", NodeFilters: []string{"server:*"}},
@@ -100,8 +98,11 @@ func TestK3dCreatesStandinClusterAndDeletesIt(t *testing.T) {
 					// harmless on cgroup v2. Every k3s node runs a kubelet.
 					{Arg: "--kubelet-arg=fail-cgroupv1=false", NodeFilters: []string{"server:*", "agent:*"}},
 				},
+				// A label kubelet takes in --node-labels: a kubernetes.io one
+				// such as node-role.kubernetes.io/worker would stop kubelet,
+				// on the rig as on a real node.
 				NodeLabels: []v1alpha5.LabelWithNodeFilters{
-					{Label: "node-role.kubernetes.io/worker=worker", NodeFilters: []string{"agent:*"}},
+					{Label: "sriov-lane.io/rig-role=agent", NodeFilters: []string{"agent:*"}},
 				},
 			},
 		},
@@ -146,10 +147,11 @@ func TestK3dCreatesStandinClusterAndDeletesIt(t *testing.T) {
 
 	// With --flannel-backend=none a node turns Ready only once a CNI config
 	// exists (kubelet: "cni config uninitialized"): deploy Flannel.
-	installFlannel(ctx, t, docker, kc, name)
+	flannel := flannelObjects(ctx, t, mirror)
+	installFlannel(ctx, t, restCfg, flannel)
 
 	var nodes []corev1.Node
-	deadline := time.Now().Add(90 * time.Second)
+	deadline := time.Now().Add(nodesReadyTimeout)
 	for {
 		list, err := kc.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err == nil {
@@ -179,7 +181,7 @@ func TestK3dCreatesStandinClusterAndDeletesIt(t *testing.T) {
 		switch {
 		case n.Labels["node-role.kubernetes.io/control-plane"] == "true":
 			roles[n.Name] = "server"
-		case n.Labels["node-role.kubernetes.io/worker"] == "worker":
+		case n.Labels["sriov-lane.io/rig-role"] == "agent":
 			roles[n.Name] = "agent"
 		}
 	}
@@ -199,12 +201,18 @@ func TestK3dCreatesStandinClusterAndDeletesIt(t *testing.T) {
 	})
 
 	t.Run("a pod runs on an agent", func(t *testing.T) {
-		waitFlannel(ctx, t, kc)
+		// flanneld runs on every node, so has written
+		// /run/flannel/subnet.env everywhere.
+		wctx, cancel := context.WithTimeout(ctx, flannelRolloutTimeout)
+		defer cancel()
+		if err := cni.WaitDaemonSets(wctx, kc, flannel); err != nil {
+			t.Fatal(err)
+		}
 		checkPodRuns(ctx, t, kc, "k3d-"+name+"-agent-1")
 	})
 
 	t.Run("agents advertise VFs of the fake sysfs", func(t *testing.T) {
-		checkSRIOVResources(ctx, t, docker, kc, name, sysRoot)
+		checkSRIOVResources(ctx, t, docker, kc, name, sysDir, sysSrv.Kernel)
 	})
 
 	t.Run("server restart keeps state and credentials", func(t *testing.T) {
@@ -218,7 +226,11 @@ func TestK3dCreatesStandinClusterAndDeletesIt(t *testing.T) {
 	deleted := time.Since(begin)
 	t.Logf("k3d: create %s (3 nodes Ready after %s), delete %s", created.Round(time.Millisecond), ready.Round(time.Millisecond), deleted.Round(time.Millisecond))
 
-	if left := leftovers(ctx, t, docker, name); len(left) > 0 {
+	left, err := testutil.K3dLeftovers(ctx, docker, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) > 0 {
 		t.Fatalf("ClusterDelete left behind: %v", left)
 	}
 }
@@ -228,8 +240,9 @@ func TestK3dCreatesStandinClusterAndDeletesIt(t *testing.T) {
 // kubelet to advertise the VFs (capacity and allocatable from its device
 // manager) on agent-0 only. The agents see the fake sysfs where the rig's
 // lane config mounts it (test/standin/rigsysfs), and the plugin finds it
-// there through its pod's /var/log, as in the product's DaemonSet.
-func checkSRIOVResources(ctx context.Context, t *testing.T, docker *dockerclient.Client, kc kubernetes.Interface, name, sysRoot string) {
+// there through its pod's /var/log, as in the product's DaemonSet; as on
+// the rig, the PF's net/ shows eth0 only in agent-0's netns.
+func checkSRIOVResources(ctx context.Context, t *testing.T, docker *dockerclient.Client, kc kubernetes.Interface, name, sysDir string, kernel *sysfs.Kernel) {
 	agent0, agent1 := "k3d-"+name+"-agent-0", "k3d-"+name+"-agent-1"
 	info, err := docker.ContainerInspect(ctx, agent0)
 	if err != nil {
@@ -239,11 +252,9 @@ func checkSRIOVResources(ctx context.Context, t *testing.T, docker *dockerclient
 	if ep == nil || ep.MacAddress == "" {
 		t.Fatalf("%s has no MAC on network k3d-%s", agent0, name)
 	}
-	if err := sysfs.Build(sysRoot, []sysfs.PF{{Name: "eth0", MAC: ep.MacAddress}}); err != nil {
-		t.Fatal(err)
-	}
-	emu := sysfs.NewEmulator(sysfs.EmulatorConfig{Root: sysRoot})
-	numvfs := filepath.Join(sysRoot, "bus", "pci", "devices", sysfs.PFBDF(0), "sriov_numvfs")
+	pf := kernel.AddPF(sysfs.PF{Name: "eth0", MAC: ep.MacAddress})
+	numvfs := filepath.Join(sysDir, "bus", "pci", "devices", pf, "sriov_numvfs")
+	// The store takes effect before write(2) returns, as the kernel's.
 	setVFs := func(n int) {
 		t.Helper()
 		f, err := os.OpenFile(numvfs, os.O_WRONLY|os.O_TRUNC, 0)
@@ -257,7 +268,6 @@ func checkSRIOVResources(ctx context.Context, t *testing.T, docker *dockerclient
 		if err != nil {
 			t.Fatalf("writing %s: %v", numvfs, err)
 		}
-		emu.Sync()
 	}
 	setVFs(3)
 
@@ -284,6 +294,25 @@ func checkSRIOVResources(ctx context.Context, t *testing.T, docker *dockerclient
 	// Like upstream's (resources/pool_stub.go Probe@v3.11.0), the plugin's
 	// devices are fixed when it starts: removing VFs now would change
 	// nothing it advertises.
+}
+
+// serveSysfs mounts a fake sysfs (FUSE) with no PF yet, until the test
+// ends, and returns where.
+func serveSysfs(t *testing.T) (string, *sysfs.Server) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "sys")
+	// No log: the FUSE server answers the agents' reads until the
+	// cleanup, and a test log written after the test ends panics.
+	srv, err := sysfs.Serve(sysfs.ServeConfig{SysfsDir: dir})
+	if err != nil {
+		t.Fatalf("serving the fake sysfs: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := srv.Close(); err != nil {
+			t.Errorf("fake sysfs: %v", err)
+		}
+	})
+	return dir, srv
 }
 
 // devicePluginPod runs the device plugin stand-in on node the way the
@@ -414,26 +443,15 @@ func readyNodes(all []corev1.Node) []corev1.Node {
 	return out
 }
 
-// leftovers lists what k3d may leave of a cluster: containers, the network
-// k3d-<name> and the image volume k3d-<name>-images.
-func leftovers(ctx context.Context, t *testing.T, docker *dockerclient.Client, name string) []string {
-	t.Helper()
-	var left []string
-	cs, err := docker.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", k3d.LabelClusterName+"="+name))})
-	if err != nil {
-		t.Fatalf("listing containers of %s: %v", name, err)
-	}
-	for _, c := range cs {
-		left = append(left, "container "+c.ID[:12]+" "+fmt.Sprint(c.Names))
-	}
-	if _, err := docker.NetworkInspect(ctx, "k3d-"+name, network.InspectOptions{}); !dockerclient.IsErrNotFound(err) {
-		left = append(left, fmt.Sprintf("network k3d-%s (inspect err %v)", name, err))
-	}
-	if _, err := docker.VolumeInspect(ctx, "k3d-"+name+"-images"); !dockerclient.IsErrNotFound(err) {
-		left = append(left, fmt.Sprintf("volume k3d-%s-images (inspect err %v)", name, err))
-	}
-	return left
-}
+const (
+	// nodesReadyTimeout bounds the wait for every node to be Ready, which
+	// it is once Flannel's pod on it has pulled its images through the
+	// mirror and its init containers have written the conflist.
+	nodesReadyTimeout = 2 * time.Minute
+	// flannelRolloutTimeout bounds the wait for flanneld to be ready on
+	// every node: its first subnet lease and the readiness probe after.
+	flannelRolloutTimeout = 2 * time.Minute
+)
 
 // clusterPrefix names this test's clusters; the rest is the test
 // process's PID.
@@ -502,10 +520,10 @@ func removeLeftovers(t *testing.T, docker *dockerclient.Client, name string) {
 			t.Errorf("cleanup: removing container %s: %v", c.ID[:12], err)
 		}
 	}
-	if err := docker.NetworkRemove(ctx, "k3d-"+name); err != nil && !dockerclient.IsErrNotFound(err) {
+	if err := docker.NetworkRemove(ctx, "k3d-"+name); err != nil && !cerrdefs.IsNotFound(err) {
 		t.Errorf("cleanup: removing network k3d-%s: %v", name, err)
 	}
-	if err := docker.VolumeRemove(ctx, "k3d-"+name+"-images", true); err != nil && !dockerclient.IsErrNotFound(err) {
+	if err := docker.VolumeRemove(ctx, "k3d-"+name+"-images", true); err != nil && !cerrdefs.IsNotFound(err) {
 		t.Errorf("cleanup: removing volume k3d-%s-images: %v", name, err)
 	}
 }
@@ -530,13 +548,4 @@ func dumpNodeLogs(t *testing.T, docker *dockerclient.Client, name string) {
 		rc.Close()
 		t.Logf("==> %v <==\n%s%s", c.Names, out.String(), errOut.String())
 	}
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("finding a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

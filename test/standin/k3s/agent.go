@@ -7,11 +7,13 @@ import (
 	"net"
 	"net/http"
 	neturl "net/url"
-	"os"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/sriov-lane/sriov-lane/test/proc"
 )
 
 // runAgent joins the server named by K3S_URL: it starts containerd,
@@ -23,18 +25,23 @@ func runAgent(ctx context.Context, f k3sFlags) error {
 	if err != nil {
 		return err
 	}
-	url := firstNonEmpty(os.Getenv("K3S_URL"), f.server)
+	// Flags win over their environment variables (urfave/cli; k3s-io/k3s
+	// pkg/cli/cmds/agent.go@eaaf1f8: --server EnvVar K3S_URL, --token K3S_TOKEN).
+	url := flagOrEnv(f.server, "K3S_URL")
 	if url == "" {
 		return errors.New("agent needs K3S_URL (or --server)")
 	}
-	token := firstNonEmpty(os.Getenv("K3S_TOKEN"), f.token)
+	token := flagOrEnv(f.token, "K3S_TOKEN")
+	ips, err := nodeIPs(f.nodeIPs, systemHost)
+	if err != nil {
+		return fmt.Errorf("failed to get node name and addresses: %w", err)
+	}
 	cfg := &rest.Config{
 		Host:        url,
 		BearerToken: token,
 		// Real agents pin the server CA via the token hash; the stand-in
 		// trusts the network k3d created for it.
 		TLSClientConfig: rest.TLSClientConfig{Insecure: true},
-		Dial:            dialContext,
 		Timeout:         10 * time.Second,
 	}
 	client, err := kubernetes.NewForConfig(cfg)
@@ -44,38 +51,50 @@ func runAgent(ctx context.Context, f k3sFlags) error {
 	if err := waitForServer(ctx, client, url); err != nil {
 		return err
 	}
-	// k3s hands kubelet a local load balancer address; the stand-in hands
-	// it the server's address, resolved once (see resolver.go).
-	apiURL, err := resolveURL(ctx, url)
-	if err != nil {
-		return err
-	}
 	ac, err := fetchAgentConfig(ctx, client)
 	if err != nil {
 		return err
 	}
+	clusterCIDRs, err := parseCIDRs("cluster-cidr", []string{ac.ClusterCIDR})
+	if err != nil {
+		return fmt.Errorf("server's agent configuration: %w", err)
+	}
+	serviceCIDRs, err := parseCIDRs("service-cidr", []string{ac.ServiceCIDR})
+	if err != nil {
+		return fmt.Errorf("server's agent configuration: %w", err)
+	}
+	ips = clusterFamilyFirst(ips, clusterCIDRs)
+	if err := validateFamilies(clusterCIDRs, serviceCIDRs, ips); err != nil {
+		return err
+	}
+	// k3s hands kubelet a local load balancer address; the stand-in hands
+	// it the server's address, resolved once with the node's resolver.
+	apiURL, err := resolveURL(ctx, url, ips[0])
+	if err != nil {
+		return err
+	}
 	procs, err := startNode(ctx, nodeOptions{
-		name: hostname, ip: firstNonEmpty(f.nodeIP, nodeIP()), apiURL: apiURL, token: token,
-		clusterDNS: ac.ClusterDNS, clusterDomain: ac.ClusterDomain, clusterCIDR: ac.ClusterCIDR, flags: f,
+		name: hostname, ips: ips, apiURL: apiURL, token: token,
+		clusterDNS: splitList(ac.ClusterDNS), clusterDomain: ac.ClusterDomain, clusterCIDR: ac.ClusterCIDR, flags: f,
 	})
 	if err != nil {
 		return err
 	}
 	node := &nodeKeeper{client: client, name: hostname, labels: f.labels()}
-	go func() {
-		if err := node.waitRegistered(ctx); err == nil {
-			node.keepAlive(ctx)
-		}
-	}()
-	err = supervise(ctx, procs, nil)
+	go func() { _ = node.configure(ctx) }()
+	err = proc.Supervise(ctx, procs, nil)
 	if ctx.Err() != nil {
 		return nil
 	}
 	return err
 }
 
-// resolveURL replaces the host of an https URL by its IPv4 address.
-func resolveURL(ctx context.Context, raw string) (string, error) {
+// resolveURL replaces the host of an https URL by one of its addresses,
+// of the family of the node's first address when it has one: the name
+// resolves with the node's resolv.conf alone (after k3d's DNS fix, the
+// network gateway), as a real agent resolves K3S_URL; when that fails the
+// agent does not join, as a real one would not.
+func resolveURL(ctx context.Context, raw string, family net.IP) (string, error) {
 	u, err := neturl.Parse(raw)
 	if err != nil {
 		return "", fmt.Errorf("parsing server URL %q: %w", raw, err)
@@ -84,14 +103,20 @@ func resolveURL(ctx context.Context, raw string) (string, error) {
 	if net.ParseIP(host) != nil {
 		return raw, nil
 	}
-	addrs, err := lookup(ctx, host)
+	addrs, err := net.DefaultResolver.LookupHost(ctx, host)
 	if err != nil {
 		return "", fmt.Errorf("resolving server %s: %w", host, err)
 	}
+	if len(addrs) == 0 {
+		return "", fmt.Errorf("resolving server %s: no addresses", host)
+	}
+	pick := pickAddress(addrs, family)
 	if p := u.Port(); p != "" {
-		u.Host = net.JoinHostPort(addrs[0], p)
+		u.Host = net.JoinHostPort(pick, p)
+	} else if strings.Contains(pick, ":") {
+		u.Host = "[" + pick + "]"
 	} else {
-		u.Host = addrs[0]
+		u.Host = pick
 	}
 	return u.String(), nil
 }
@@ -113,4 +138,14 @@ func waitForServer(ctx context.Context, client kubernetes.Interface, url string)
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// pickAddress is the first of addrs in family's IP family, else the first.
+func pickAddress(addrs []string, family net.IP) string {
+	for _, a := range addrs {
+		if ip := net.ParseIP(a); ip != nil && (ip.To4() == nil) == (family.To4() == nil) {
+			return a
+		}
+	}
+	return addrs[0]
 }

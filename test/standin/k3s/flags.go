@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"net"
-	"slices"
 	"sort"
 	"strings"
 )
@@ -17,7 +15,7 @@ type k3sFlags struct {
 	// server and agent
 	token         string
 	nodeName      string
-	nodeIP        string
+	nodeIPs       []string
 	nodeLabels    []string
 	nodeTaints    []string
 	kubeletArgs   []string
@@ -34,9 +32,9 @@ type k3sFlags struct {
 	flannelBackend       string
 	disableNetworkPolicy bool
 	clusterInit          bool
-	clusterCIDR          string
-	serviceCIDR          string
-	clusterDNS           string
+	clusterCIDRs         []string
+	serviceCIDRs         []string
+	clusterDNS           []string
 	clusterDomain        string
 	apiserverArgs        []string
 	controllerArgs       []string
@@ -80,20 +78,16 @@ func boolean(p func(f *k3sFlags) *bool) func(*k3sFlags, string) error {
 	}
 }
 
-// k3sAddons are the packaged components `--disable` may name in k3s
-// (k3s-io/k3s pkg/cli/cmds/server.go: "--disable value (do not deploy
-// packaged components ...)"). The stand-in deploys none of them, so
-// disabling any is a no-op; an unknown name is most likely a typo.
-var k3sAddons = []string{"coredns", "servicelb", "traefik", "local-storage", "metrics-server", "runtimes"}
-
 // flagSpecs names every flag the stand-in accepts and what it does with it.
 // Names follow k3s-io/k3s pkg/cli/cmds/{server,agent}.go; `-t` and `-s` are
-// k3s's short forms of --token and --server.
+// k3s's short forms of --token and --server, `-i` of --node-ip
+// (k3s-io/k3s pkg/cli/cmds/agent.go@eaaf1f8).
 var flagSpecs = map[string]flagSpec{
 	"token":          {stringFlag, false, str(func(f *k3sFlags) *string { return &f.token })},
 	"t":              {stringFlag, false, str(func(f *k3sFlags) *string { return &f.token })},
 	"node-name":      {stringFlag, false, str(func(f *k3sFlags) *string { return &f.nodeName })},
-	"node-ip":        {stringFlag, false, str(func(f *k3sFlags) *string { return &f.nodeIP })},
+	"node-ip":        {listFlag, false, list(func(f *k3sFlags) *[]string { return &f.nodeIPs })},
+	"i":              {listFlag, false, list(func(f *k3sFlags) *[]string { return &f.nodeIPs })},
 	"node-label":     {listFlag, false, list(func(f *k3sFlags) *[]string { return &f.nodeLabels })},
 	"node-taint":     {listFlag, false, list(func(f *k3sFlags) *[]string { return &f.nodeTaints })},
 	"kubelet-arg":    {listFlag, false, list(func(f *k3sFlags) *[]string { return &f.kubeletArgs })},
@@ -105,12 +99,9 @@ var flagSpecs = map[string]flagSpec{
 	"tls-san":           {listFlag, true, list(func(f *k3sFlags) *[]string { return &f.tlsSANs })},
 	"https-listen-port": {stringFlag, true, str(func(f *k3sFlags) *string { return &f.httpsPort })},
 	"disable": {listFlag, true, func(f *k3sFlags, v string) error {
-		for _, a := range splitList(v) {
-			if !slices.Contains(k3sAddons, a) {
-				return fmt.Errorf("unknown component %q (k3s packages %s)", a, strings.Join(k3sAddons, ", "))
-			}
-			f.disable = append(f.disable, a)
-		}
+		// Any name, as k3s takes it: a misspelt one leaves its component
+		// enabled, and packaged.go refuses to start with one it cannot deploy.
+		f.disable = append(f.disable, splitList(v)...)
 		return nil
 	}},
 	"flannel-backend": {stringFlag, true, func(f *k3sFlags, v string) error {
@@ -124,22 +115,23 @@ var flagSpecs = map[string]flagSpec{
 	}},
 	"disable-network-policy":      {boolFlag, true, boolean(func(f *k3sFlags) *bool { return &f.disableNetworkPolicy })},
 	"cluster-init":                {boolFlag, true, boolean(func(f *k3sFlags) *bool { return &f.clusterInit })},
-	"cluster-cidr":                {stringFlag, true, cidr(func(f *k3sFlags) *string { return &f.clusterCIDR })},
-	"service-cidr":                {stringFlag, true, cidr(func(f *k3sFlags) *string { return &f.serviceCIDR })},
-	"cluster-dns":                 {stringFlag, true, str(func(f *k3sFlags) *string { return &f.clusterDNS })},
+	"cluster-cidr":                {listFlag, true, cidrs("cluster-cidr", func(f *k3sFlags) *[]string { return &f.clusterCIDRs })},
+	"service-cidr":                {listFlag, true, cidrs("service-cidr", func(f *k3sFlags) *[]string { return &f.serviceCIDRs })},
+	"cluster-dns":                 {listFlag, true, list(func(f *k3sFlags) *[]string { return &f.clusterDNS })},
 	"cluster-domain":              {stringFlag, true, str(func(f *k3sFlags) *string { return &f.clusterDomain })},
 	"kube-apiserver-arg":          {listFlag, true, list(func(f *k3sFlags) *[]string { return &f.apiserverArgs })},
 	"kube-controller-manager-arg": {listFlag, true, list(func(f *k3sFlags) *[]string { return &f.controllerArgs })},
 	"kube-scheduler-arg":          {listFlag, true, list(func(f *k3sFlags) *[]string { return &f.schedulerArgs })},
 }
 
-func cidr(p func(f *k3sFlags) *string) func(*k3sFlags, string) error {
+// cidrs takes a repeatable, comma-separated CIDR flag: k3s parses every
+// item when the server starts and exits on a bad one (parseCIDRs).
+func cidrs(flag string, p func(f *k3sFlags) *[]string) func(*k3sFlags, string) error {
 	return func(f *k3sFlags, v string) error {
-		// k3s accepts a comma-separated dual-stack pair; the stand-in is IPv4 only.
-		if _, _, err := net.ParseCIDR(v); err != nil {
-			return fmt.Errorf("invalid CIDR %q (the stand-in takes one IPv4 CIDR): %w", v, err)
+		if _, err := parseCIDRs(flag, []string{v}); err != nil {
+			return err
 		}
-		*p(f) = v
+		*p(f) = append(*p(f), v)
 		return nil
 	}
 }
@@ -187,49 +179,15 @@ func knownFlags(role string) string {
 	return strings.Join(names, " ")
 }
 
-func splitList(v string) []string {
-	var out []string
-	for _, s := range strings.Split(v, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-// labels turns --node-label key=value items into a map (a bare key gets "").
+// labels are the --node-label items as k3s's agent puts them on its Node
+// through the API once kubelet registered it: each item split at its first
+// "=" (a bare key gets ""), commas not split (k3s-io/k3s pkg/agent/run.go,
+// stored version id 7849053116, updateMutableLabels).
 func (f k3sFlags) labels() map[string]string {
 	m := map[string]string{}
 	for _, l := range f.nodeLabels {
-		for _, kv := range splitList(l) {
-			k, v, _ := strings.Cut(kv, "=")
-			m[k] = v
-		}
+		k, v, _ := strings.Cut(l, "=")
+		m[k] = v
 	}
 	return m
-}
-
-// componentArgs merges k3s's defaults for a component with the user's
-// --<component>-arg items the way k3s does (k3s-io/k3s pkg/util/args.go
-// GetArgs): "key=value" items (leading dashes optional) replace the default
-// of the same key, and the result is "--key=value" sorted by key.
-func componentArgs(defaults map[string]string, extra []string) []string {
-	m := map[string]string{}
-	for k, v := range defaults {
-		m[k] = v
-	}
-	for _, e := range extra {
-		k, v, _ := strings.Cut(strings.TrimLeft(e, "-"), "=")
-		m[k] = v
-	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	out := make([]string, 0, len(keys))
-	for _, k := range keys {
-		out = append(out, "--"+k+"="+m[k])
-	}
-	return out
 }

@@ -20,10 +20,11 @@ func TestParseFlagsTakesWhatTheProductAndK3dPass(t *testing.T) {
 	if want := []string{"0.0.0.0", "k3d-x-server-0,extra.example"}; !reflect.DeepEqual(f.tlsSANs, want) {
 		t.Errorf("tlsSANs = %v, want %v", f.tlsSANs, want)
 	}
-	if f.httpsPort != "7443" || f.flannelBackend != "none" || !f.disableNetworkPolicy || !f.clusterInit || f.clusterCIDR != "10.42.0.0/16" {
+	if f.httpsPort != "7443" || f.flannelBackend != "none" || !f.disableNetworkPolicy || !f.clusterInit || !reflect.DeepEqual(f.clusterCIDRs, []string{"10.42.0.0/16"}) {
 		t.Errorf("parsed %+v", f)
 	}
-	want := map[string]string{"node-role.kubernetes.io/worker": "worker", "sriov_capable": "true", "bare": ""}
+	// k3s splits each item at its first "=" only.
+	want := map[string]string{"node-role.kubernetes.io/worker": "worker", "sriov_capable": "true,bare"}
 	if got := f.labels(); !reflect.DeepEqual(got, want) {
 		t.Errorf("labels = %v, want %v", got, want)
 	}
@@ -42,7 +43,6 @@ func TestParseFlagsRefusesWhatK3sWouldRefuse(t *testing.T) {
 		{"server", []string{"positional"}},
 		{"server", []string{"--cluster-cidr"}},
 		{"server", []string{"--flannel-backend=vxlan"}},
-		{"server", []string{"--disable=treafik"}},
 		{"server", []string{"--cluster-cidr=10.42.0.0"}},
 		{"agent", []string{"--disable=traefik"}},
 		{"agent", []string{"--flannel-backend=none"}},
@@ -54,37 +54,5 @@ func TestParseFlagsRefusesWhatK3sWouldRefuse(t *testing.T) {
 	}
 	if _, err := parseFlags("agent", []string{"--kubelet-arg=fail-cgroupv1=false", "--node-label=a=b", "-t", "tok", "-s", "https://x:6443"}); err != nil {
 		t.Errorf("agent flags: %v", err)
-	}
-}
-
-func TestKubeletArgsMergeKubeletArgItemsOverK3sDefaults(t *testing.T) {
-	f, err := parseFlags("agent", []string{
-		"--kubelet-arg=fail-cgroupv1=false", "--kubelet-arg=--cpu-manager-policy=static",
-		"--kubelet-arg=read-only-port=10255", "--kubelet-arg=kube-reserved=cpu=500m",
-		"--node-label=node-role.kubernetes.io/worker=worker", "--node-label=sriov_capable=true",
-		"--node-label=node.kubernetes.io/exclude-from-external-load-balancers=true",
-		"--node-taint=a=b:NoSchedule",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := kubeletArgs(nodeOptions{name: "n1", ip: "172.18.0.3", flags: f})
-	want := []string{
-		"--cert-dir=" + kubeletCertDir,
-		"--config=" + kubeletConfigFile,
-		"--cpu-manager-policy=static",
-		"--fail-cgroupv1=false",
-		"--hostname-override=n1",
-		"--kube-reserved=cpu=500m",
-		"--kubeconfig=" + kubeletKubeconfig,
-		"--node-ip=172.18.0.3",
-		// node-role.kubernetes.io is not kubelet's to set: the supervisor
-		// applies it through the API.
-		"--node-labels=node.kubernetes.io/exclude-from-external-load-balancers=true,sriov_capable=true",
-		"--read-only-port=10255",
-		"--register-with-taints=a=b:NoSchedule",
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("kubeletArgs =\n%q\nwant\n%q", got, want)
 	}
 }

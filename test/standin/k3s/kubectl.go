@@ -1,50 +1,92 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
-	"time"
+	"path/filepath"
+	"strings"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
+	// Client auth plugins, as k3s's kubectl imports them.
+	_ "k8s.io/client-go/plugin/pkg/client/auth"
+	"k8s.io/component-base/cli"
+	kubectlcmd "k8s.io/kubectl/pkg/cmd"
+	kubectlutil "k8s.io/kubectl/pkg/cmd/util"
 )
 
-// kubectl implements only what k3d's node entrypoint runs on servers
-// (`kubectl uncordon $HOSTNAME` at start, `kubectl drain` at stop); every
-// other use fails loudly so nobody mistakes this for a real kubectl.
+// kubectl is a whole kubectl, as k3s's is: k3s-io/k3s
+// pkg/kubectl/main.go@04565d3 defaults KUBECONFIG (kubectlEnv) and then
+// runs k8s.io/kubectl's NewDefaultKubectlCommand in process, for argv[0]
+// kubectl and for `k3s kubectl` alike (cmd/k3s/main.go@5b791c1 runs it
+// with argv ["kubectl", args...] either way). Being in process matters: the
+// product copies the server's /bin/k3s to the host as the lane's kubectl
+// (pkg/lane kubevirtci.go), where no other file of the node image exists.
 func kubectl(args []string) int {
-	if len(args) >= 2 && (args[0] == "uncordon" || args[0] == "cordon" || args[0] == "drain") {
-		unschedulable := args[0] != "uncordon"
-		if err := setUnschedulable(args[1], unschedulable); err != nil {
-			fmt.Fprintf(os.Stderr, "stand-in kubectl %s %s: %v\n", args[0], args[1], err)
-			return 1
-		}
-		fmt.Printf("node/%s %sed (stand-in kubectl)\n", args[1], args[0])
-		return 0
+	argv := append([]string{"kubectl"}, args...)
+	env, warn := kubectlEnv(os.Environ(), argv, localKubeconfig)
+	if warn != "" {
+		fmt.Fprintln(os.Stderr, warn)
 	}
-	fmt.Fprintf(os.Stderr, "stand-in k3s has no kubectl (only uncordon/cordon/drain NODE for k3d's entrypoint); use client-go against the kubeconfig instead (args: %q)\n", args)
-	return 1
+	for _, e := range env {
+		if v, ok := strings.CutPrefix(e, "KUBECONFIG="); ok {
+			os.Setenv("KUBECONFIG", v)
+		}
+	}
+	os.Args = argv
+	if err := cli.RunNoErrOutput(kubectlcmd.NewDefaultKubectlCommand()); err != nil {
+		kubectlutil.CheckErr(err)
+	}
+	return 0
 }
 
-func setUnschedulable(node string, unschedulable bool) error {
-	path := firstNonEmpty(os.Getenv("KUBECONFIG"), localKubeconfig)
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Errorf("reading kubeconfig: %w", err)
+// kubectlEnv is env with KUBECONFIG defaulted as k3s's kubectl wrapper
+// defaults it (k3s-io/k3s pkg/kubectl/main.go@04565d3 Main, the same at
+// 66e350e): when neither KUBECONFIG nor a --kubeconfig argument names one,
+// KUBECONFIG becomes /etc/rancher/k3s/k3s.yaml if that exists, else
+// $HOME/.kube/k3s.yaml if that exists (pkg/server HomeKubeConfig(false,
+// false), pkg/datadir/datadir.go@d15f412 GlobalConfig, HomeConfig); with
+// neither, kubectl keeps its own default. An unreadable file gets k3s's
+// warning.
+func kubectlEnv(env, argv []string, global string) ([]string, string) {
+	kubeconfig := ""
+	for _, e := range env {
+		if v, ok := strings.CutPrefix(e, "KUBECONFIG="); ok {
+			kubeconfig = v
+		}
 	}
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(data)
-	if err != nil {
-		return fmt.Errorf("parsing kubeconfig %s: %w", path, err)
+	for i, a := range argv {
+		if strings.HasPrefix(a, "--kubeconfig=") {
+			kubeconfig = strings.Split(a, "=")[1]
+		} else if strings.HasPrefix(a, "--kubeconfig") && i+1 < len(argv) {
+			kubeconfig = argv[i+1]
+		}
 	}
-	cfg.Timeout = 5 * time.Second
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
+	if kubeconfig != "" {
+		return env, ""
 	}
-	patch := fmt.Sprintf(`{"spec":{"unschedulable":%t}}`, unschedulable)
-	_, err = client.CoreV1().Nodes().Patch(context.Background(), node, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
-	return err
+	config := global
+	if _, err := os.Stat(config); err != nil {
+		home := ""
+		for _, e := range env {
+			if v, ok := strings.CutPrefix(e, "HOME="); ok {
+				home = v
+			}
+		}
+		config = filepath.Join(home, ".kube", "k3s.yaml")
+	}
+	if _, err := os.Stat(config); err == nil {
+		out := []string{}
+		for _, e := range env {
+			if !strings.HasPrefix(e, "KUBECONFIG=") {
+				out = append(out, e)
+			}
+		}
+		env = append(out, "KUBECONFIG="+config)
+	}
+	warn := ""
+	if f, err := os.Open(config); err != nil && os.IsPermission(err) {
+		warn = fmt.Sprintf("Unable to read %s, please start server with --write-kubeconfig-mode or --write-kubeconfig-group to modify kube config permissions", config)
+	} else if err == nil {
+		f.Close()
+	}
+	return env, warn
 }

@@ -1,12 +1,3 @@
-// Command k3s is a stand-in for the k3s binary inside k3d node containers,
-// for tests on machines without a container registry. It is a thin
-// supervisor: it honours the contract k3d v5.9.0 relies on (subcommands,
-// log lines, kubeconfig and CoreDNS manifest locations) and starts real
-// components built from Go modules with the flags k3s would give them: on
-// a server etcd, kube-apiserver, kube-controller-manager and
-// kube-scheduler; on every node containerd (runc, the CNI plugins in /bin)
-// and kubelet. Pods really run. Flags it does not know are errors, as in
-// k3s, so a wrong flag in the product fails on the rig.
 package main
 
 import (

@@ -4,22 +4,24 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 )
 
-// resyncEvery is how often labels are checked.
-const resyncEvery = 5 * time.Second
-
-// nodeKeeper does what k3s's agent does to its Node beside kubelet: apply
-// the --node-label labels kubelet may not set itself (k3s sets them through
-// the API). Node status is kubelet's alone.
+// nodeKeeper does what k3s does to its Node beside kubelet, once kubelet
+// registered it: it patches the --node-label labels onto it (the agent's
+// configureNode, k3s-io/k3s pkg/agent/run.go, stored version id 7849053116)
+// and, on a server, the control-plane and master roles (k3s-io/k3s
+// pkg/server/server.go setNodeLabelsAndAnnotations, stored version id
+// 5220317410). It does so once per start, retrying until it succeeds, as
+// k3s does. Node status is kubelet's alone. Labels kubelet may not set
+// never get here: kubelet refused to start with them in --node-labels.
 type nodeKeeper struct {
 	client kubernetes.Interface
 	name   string
@@ -28,32 +30,32 @@ type nodeKeeper struct {
 	lastErr string
 }
 
-// waitRegistered waits for kubelet to create the Node, then labels it.
-func (n *nodeKeeper) waitRegistered(ctx context.Context) error {
+const nodeRetry = 300 * time.Millisecond
+
+// configure waits for the Node and patches its labels, until it succeeds or
+// ctx ends.
+func (n *nodeKeeper) configure(ctx context.Context) error {
 	for {
-		node, err := n.client.CoreV1().Nodes().Get(ctx, n.name, metav1.GetOptions{})
+		err := n.label(ctx)
 		if err == nil {
-			return n.label(ctx, node)
+			return nil
 		}
 		if !apierrors.IsNotFound(err) {
-			logOnce(&n.lastErr, fmt.Sprintf("waiting for node %s: %v", n.name, err))
+			logOnce(&n.lastErr, fmt.Sprintf("Failed to set labels on node %s: %v", n.name, err))
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(300 * time.Millisecond):
+		case <-time.After(nodeRetry):
 		}
 	}
 }
 
-func (n *nodeKeeper) label(ctx context.Context, node *corev1.Node) error {
-	missing := false
-	for k, v := range n.labels {
-		if have, ok := node.Labels[k]; !ok || have != v {
-			missing = true
-		}
+func (n *nodeKeeper) label(ctx context.Context) error {
+	if _, err := n.client.CoreV1().Nodes().Get(ctx, n.name, metav1.GetOptions{}); err != nil {
+		return err
 	}
-	if !missing {
+	if len(n.labels) == 0 {
 		return nil
 	}
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": n.labels}})
@@ -63,36 +65,7 @@ func (n *nodeKeeper) label(ctx context.Context, node *corev1.Node) error {
 	if _, err := n.client.CoreV1().Nodes().Patch(ctx, n.name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		return fmt.Errorf("labelling node %s: %w", n.name, err)
 	}
-	logf("Labelled node %s: %s", n.name, describeLabels(n.labels))
-	return nil
-}
-
-// keepAlive re-applies labels (a re-registered Node loses them).
-func (n *nodeKeeper) keepAlive(ctx context.Context) {
-	t := time.NewTicker(resyncEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if err := n.sync(ctx); err != nil && ctx.Err() == nil {
-			logOnce(&n.lastErr, fmt.Sprintf("node %s: %v", n.name, err))
-			continue
-		}
-		n.lastErr = ""
-	}
-}
-
-func (n *nodeKeeper) sync(ctx context.Context) error {
-	node, err := n.client.CoreV1().Nodes().Get(ctx, n.name, metav1.GetOptions{})
-	if err != nil {
-		return fmt.Errorf("reading node: %w", err)
-	}
-	if err := n.label(ctx, node); err != nil {
-		return err
-	}
+	logf("Labels have been set successfully on node: %s (%s)", n.name, describeLabels(n.labels))
 	return nil
 }
 
@@ -108,5 +81,6 @@ func describeLabels(l map[string]string) string {
 	for k, v := range l {
 		parts = append(parts, k+"="+v)
 	}
+	sort.Strings(parts)
 	return strings.Join(parts, ",")
 }

@@ -71,7 +71,16 @@ func writeRegistryHosts() (bool, error) {
 	return len(hosts) > 0, nil
 }
 
-// registryHosts maps a certs.d directory name to its hosts.toml.
+// registryHosts maps a certs.d directory name to its hosts.toml, as k3s's
+// getHostConfigs and normalizeEndpointAddress build them (k3s-io/k3s
+// pkg/agent/containerd/config.go@9e06189): per mirrored registry the
+// registry itself as the default ("server", none for "*"), then each
+// endpoint in order, normalised, an invalid one ignored with a warning and
+// a duplicate skipped; a last endpoint equal to the default becomes the
+// default; an endpoint whose path is not empty, / or /v2 keeps its path
+// and gets override_path, so containerd uses it as the API root instead of
+// appending /v2. A registry left with no endpoint and a plain default is
+// dropped.
 func registryHosts(yml []byte) (map[string]string, error) {
 	var r registries
 	if err := yaml.UnmarshalStrict(yml, &r); err != nil {
@@ -85,43 +94,75 @@ func registryHosts(yml []byte) (map[string]string, error) {
 		if len(m.Rewrites) > 0 {
 			return nil, fmt.Errorf("mirror %q: rewrite is not done by the stand-in k3s", host)
 		}
+		var def *hostEndpoint
+		if host != "*" {
+			d, err := normalizeEndpoint(host)
+			if err != nil {
+				logf("Failed to generate config for registry %s: %v", host, err)
+				continue
+			}
+			def = &d
+		}
+		var eps []hostEndpoint
+		seen := map[string]bool{}
+		for i, e := range m.Endpoints {
+			ep, err := normalizeEndpoint(e)
+			switch {
+			case err != nil:
+				logf("Ignoring invalid endpoint URL %d=%s for %s: %v", i, e, host, err)
+			case seen[ep.url]:
+				logf("Skipping duplicate endpoint URL %d=%s for %s", i, e, host)
+			default:
+				seen[ep.url] = true
+				if i+1 == len(m.Endpoints) && def != nil && def.url == ep.url {
+					def = &ep
+				} else {
+					eps = append(eps, ep)
+				}
+			}
+		}
+		if len(eps) == 0 && (def == nil || !def.overridePath) {
+			continue
+		}
 		dir := host
 		if host == "*" {
 			dir = "_default"
 		}
 		var sb strings.Builder
 		sb.WriteString(hostsHeader)
-		if host != "*" {
-			u, err := endpointURL(host)
-			if err != nil {
-				return nil, fmt.Errorf("mirror %q: %w", host, err)
+		if def != nil {
+			fmt.Fprintf(&sb, "server = %q\n", def.url)
+			if def.overridePath {
+				sb.WriteString("override_path = true\n")
 			}
-			fmt.Fprintf(&sb, "server = %q\n", u)
 		}
-		for _, e := range m.Endpoints {
-			u, err := endpointURL(e)
-			if err != nil {
-				return nil, fmt.Errorf("mirror %q endpoint %q: %w", host, e, err)
+		for _, ep := range eps {
+			fmt.Fprintf(&sb, "\n[host.%q]\n  capabilities = [\"pull\", \"resolve\"]\n", ep.url)
+			if ep.overridePath {
+				sb.WriteString("  override_path = true\n")
 			}
-			fmt.Fprintf(&sb, "\n[host.%q]\n  capabilities = [\"pull\", \"resolve\"]\n", u)
 		}
 		out[dir] = sb.String()
 	}
 	return out, nil
 }
 
-// endpointURL normalises an endpoint as k3s's normalizeEndpointAddress
-// does: default scheme, docker.io's real host, and the /v2 API path.
-func endpointURL(e string) (string, error) {
+type hostEndpoint struct {
+	url          string
+	overridePath bool
+}
+
+// normalizeEndpoint is k3s's normalizeEndpointAddress: https unless a
+// scheme is given or the host is localhost on a port other than 443 (then
+// http), docker.io's real host, and /v2 for an empty, / or /v2 path; any
+// other path is kept and overrides containerd's.
+func normalizeEndpoint(e string) (hostEndpoint, error) {
 	if !strings.Contains(e, "://") {
 		e = "//" + e
 	}
 	u, err := url.Parse(e)
 	if err != nil {
-		return "", err
-	}
-	if u.Host == "" {
-		return "", fmt.Errorf("no host")
+		return hostEndpoint{}, err
 	}
 	if u.Scheme == "" {
 		u.Scheme = "https"
@@ -135,10 +176,9 @@ func endpointURL(e string) (string, error) {
 	switch u.Path {
 	case "", "/", "/v2":
 		u.Path = "/v2"
-	default:
-		return "", fmt.Errorf("path %q: the stand-in k3s does not do override_path", u.Path)
+		return hostEndpoint{url: u.String()}, nil
 	}
-	return u.String(), nil
+	return hostEndpoint{url: u.String(), overridePath: true}, nil
 }
 
 func isLocalhost(h string) bool {

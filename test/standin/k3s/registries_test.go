@@ -50,12 +50,53 @@ auths: {}
 
 func TestRegistryHostsRefusesWhatTheStandinDoesNotDo(t *testing.T) {
 	for name, yml := range map[string]string{
-		"auth":          "configs:\n  r:\n    auth: {username: u}\n",
-		"rewrite":       "mirrors:\n  docker.io:\n    endpoint: [m]\n    rewrite: {a: b}\n",
-		"override path": "mirrors:\n  docker.io:\n    endpoint: [\"https://m/proxy\"]\n",
+		"auth":    "configs:\n  r:\n    auth: {username: u}\n",
+		"rewrite": "mirrors:\n  docker.io:\n    endpoint: [m]\n    rewrite: {a: b}\n",
 	} {
 		if _, err := registryHosts([]byte(yml)); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
+}
+
+// What k3s's getHostConfigs does beyond the plain case (k3s-io/k3s
+// pkg/agent/containerd/config.go@9e06189).
+func TestRegistryHostsPathsDuplicatesAndDefaults(t *testing.T) {
+	got, err := registryHosts([]byte(`mirrors:
+  "*":
+    endpoint: ["http://mirror.local:5000/proxy/"]
+  quay.io:
+    endpoint: ["https://m.example/v2", "https://m.example/v2", "https://quay.io"]
+  ghcr.io:
+    endpoint: ["%zz", "https://ghcr.io"]
+  empty.io:
+    endpoint: []
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"_default": hostsHeader + "\n[host.\"http://mirror.local:5000/proxy/\"]\n  capabilities = [\"pull\", \"resolve\"]\n  override_path = true\n",
+		// The duplicate is skipped; the last endpoint is the registry itself
+		// and so becomes the server, not a host.
+		"quay.io": hostsHeader + "server = \"https://quay.io/v2\"\n\n[host.\"https://m.example/v2\"]\n  capabilities = [\"pull\", \"resolve\"]\n",
+	}
+	// ghcr.io: the invalid endpoint is ignored and the other is the default,
+	// so nothing is left to write; empty.io has no endpoint.
+	if len(got) != len(want) {
+		t.Errorf("dirs %v, want %v", keys(got), keys(want))
+	}
+	for dir, body := range want {
+		if got[dir] != body {
+			t.Errorf("%s/hosts.toml =\n%s\nwant\n%s", dir, got[dir], body)
+		}
+	}
+}
+
+func keys(m map[string]string) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
 }

@@ -14,11 +14,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sriov-lane/sriov-lane/test/proc"
 )
 
 // Paths as k3s lays them out in a node (k3s-io/k3s pkg/cli/cmds/agent.go
@@ -48,29 +49,37 @@ const (
 	cniBinDir  = "/opt/cni/bin"
 	cniConfDir = "/etc/cni/net.d"
 
-	// defaultPauseImage is the locally built sandbox image (hack/test-env.sh
-	// saves it into airgapImagesDir of the node image). k3s's default is
-	// rancher/mirrored-pause; --pause-image overrides it as in k3s.
-	defaultPauseImage = "docker.io/sriov-lane-standin/pause:3.10-standin"
+	// defaultPauseImage is k3s's sandbox image, pulled at run time as k3s
+	// pulls it (through the lane's "*" mirror when it has one): v1.35.5 still
+	// pins pause 3.6 (k3s-io/k3s pkg/cli/cmds/const_linux.go
+	// DefaultPauseImage; k3s-io/k3s issue 14384 bumps it from v1.35.6 on), and the
+	// rancher/k3s image carries no airgap image of it. --pause-image
+	// overrides it as in k3s. The product lists the same name
+	// (pkg/provider K3sPauseImage; a test keeps the two equal).
+	defaultPauseImage = "docker.io/rancher/mirrored-pause:3.6"
 )
 
 // nodeOptions is what kubelet needs to join: where the API server is and
 // how this node is named, labelled and addressed.
 type nodeOptions struct {
 	name          string
-	ip            string
+	ips           []net.IP // the primary cluster CIDR's family first
 	apiURL        string
 	token         string
-	caFile        string // "" trusts the server without verification
-	clusterDNS    string
+	caFile        string   // "" trusts the server without verification
+	clusterDNS    []string // one address per service CIDR
 	clusterDomain string
-	clusterCIDR   string
+	clusterCIDR   string // comma-separated
 	flags         k3sFlags
 }
 
+// ipv6First is whether the node's first address, the one k3s derives its
+// listen and health addresses from, is IPv6.
+func (o nodeOptions) ipv6First() bool { return len(o.ips) > 0 && o.ips[0].To4() == nil }
+
 // startNode starts containerd, imports the airgap images, protects the
 // host's sysctls and starts kubelet: the agent half every k3s node runs.
-func startNode(ctx context.Context, o nodeOptions) ([]*proc, error) {
+func startNode(ctx context.Context, o nodeOptions) ([]*proc.Process, error) {
 	for _, d := range []string{cniBinDir, cniConfDir, podManifestsDir, filepath.Dir(containerdConfig), kubeletCertDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, err
@@ -84,13 +93,13 @@ func startNode(ctx context.Context, o nodeOptions) ([]*proc, error) {
 	if err := writeFile(containerdConfig, containerdConfigTOML(pause, mirrored), 0o600); err != nil {
 		return nil, fmt.Errorf("writing containerd config: %w", err)
 	}
-	ctrd, err := startProc("containerd", containerdLog, binPath("containerd"), "--config", containerdConfig, "--log-level", "info")
+	ctrd, err := startProc("containerd", containerdLog, false, binPath("containerd"), "--config", containerdConfig, "--log-level", "info")
 	if err != nil {
 		return nil, err
 	}
-	procs := []*proc{ctrd}
-	fail := func(err error) ([]*proc, error) {
-		ctrd.stop(5 * time.Second)
+	procs := []*proc.Process{ctrd}
+	fail := func(err error) ([]*proc.Process, error) {
+		ctrd.Stop(unwindGrace)
 		return nil, err
 	}
 	if err := waitSocket(ctx, ctrd, containerdSocket, 60*time.Second); err != nil {
@@ -106,27 +115,28 @@ func startNode(ctx context.Context, o nodeOptions) ([]*proc, error) {
 	if err := writeKubeletFiles(o); err != nil {
 		return fail(err)
 	}
-	kubelet, err := startProc("kubelet", "", binPath("kubelet"), kubeletArgs(o)...)
+	kubelet, err := startProc("kubelet", "", true, binPath("kubelet"), kubeletArgs(o)...)
 	if err != nil {
 		return fail(err)
 	}
 	procs = append(procs, kubelet)
-	proxy, err := startProc("kube-proxy", filepath.Join(agentDir, "logs", "kube-proxy.log"), binPath("kube-proxy"), kubeProxyArgs(o)...)
+	proxy, err := startProc("kube-proxy", filepath.Join(agentDir, "logs", "kube-proxy.log"), true, binPath("kube-proxy"), kubeProxyArgs(o)...)
 	if err != nil {
-		kubelet.stop(5 * time.Second)
+		kubelet.Stop(unwindGrace)
 		return fail(err)
 	}
 	return append(procs, proxy), nil
 }
 
 // kubeProxyArgs are k3s's kube-proxy flags (k3s-io/k3s
-// pkg/daemons/agent/agent_linux.go kubeProxyArgs): iptables mode, health
-// on loopback, and conntrack limits left alone (0): nf_conntrack_max and
-// the timeouts are not namespaced, a node in a container must not set them.
+// pkg/daemons/agent/agent_linux.go@00014d2 kubeProxyArgs): iptables mode,
+// health on the loopback of the node address's family, every cluster CIDR,
+// and conntrack limits left alone (0): nf_conntrack_max and the timeouts are
+// not namespaced, a node in a container must not set them.
 func kubeProxyArgs(o nodeOptions) []string {
 	return componentArgs(map[string]string{
 		"proxy-mode":                        "iptables",
-		"healthz-bind-address":              "127.0.0.1",
+		"healthz-bind-address":              o.loopback(),
 		"kubeconfig":                        kubeletKubeconfig,
 		"cluster-cidr":                      o.clusterCIDR,
 		"conntrack-max-per-core":            "0",
@@ -137,6 +147,25 @@ func kubeProxyArgs(o nodeOptions) []string {
 }
 
 func binPath(name string) string { return filepath.Join(assetsDir(), name) }
+
+// loopback and listenAddress follow the family of the node's first
+// address: k3s binds kubelet's and kube-proxy's health to ::1 on an IPv6
+// node and kubelet's server to :: (k3s-io/k3s pkg/daemons/agent/agent.go
+// defaultKubeletConfig, stored version id 46570546410; pkg/util/net.go@0a3f10c
+// GetDefaultAddresses).
+func (o nodeOptions) loopback() string {
+	if o.ipv6First() {
+		return "::1"
+	}
+	return "127.0.0.1"
+}
+
+func (o nodeOptions) listenAddress() string {
+	if o.ipv6First() {
+		return "::"
+	}
+	return "0.0.0.0"
+}
 
 // containerdConfigTOML follows what k3s's template sets for a node on
 // cgroupfs with --flannel-backend=none (k3s-io/k3s
@@ -201,10 +230,10 @@ func hasCapSysResource() bool {
 	return data[0].Effective&(1<<capSysResource) != 0
 }
 
-func waitSocket(ctx context.Context, p *proc, path string, timeout time.Duration) error {
+func waitSocket(ctx context.Context, p *proc.Process, path string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		if err := p.exited(); err != nil {
+		if err := p.Exited(); err != nil {
 			return err
 		}
 		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
@@ -212,7 +241,7 @@ func waitSocket(ctx context.Context, p *proc, path string, timeout time.Duration
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s did not open %s within %s; log %s:\n%s", p.name, path, timeout, p.log, tail(p.log, 3000))
+			return fmt.Errorf("%s did not open %s within %s; log %s:\n%s", p.Name, path, timeout, p.LogPath, proc.Tail(p.LogPath, 3000))
 		}
 		select {
 		case <-ctx.Done():
@@ -284,10 +313,14 @@ func protectHostSysctls() error {
 // certificate, so kubelet allows the node-local network (stand-in only).
 // As with k3s, kubelet gets a serving certificate and does not make its
 // own (two RSA keys, a good part of its start on a loaded rig).
-func kubeletConfig(o nodeOptions) string {
+func kubeletConfig(o nodeOptions, resolvConf string) string {
+	var dns strings.Builder
+	for _, ip := range o.clusterDNS {
+		fmt.Fprintf(&dns, "- %q\n", ip)
+	}
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
-address: 0.0.0.0
+address: %q
 authentication:
   anonymous:
     enabled: true
@@ -297,8 +330,7 @@ authorization:
   mode: AlwaysAllow
 cgroupDriver: cgroupfs
 clusterDNS:
-- %s
-clusterDomain: %s
+%sclusterDomain: %s
 containerRuntimeEndpoint: unix://%s
 evictionHard:
   imagefs.available: 5%%
@@ -307,16 +339,64 @@ evictionMinimumReclaim:
   imagefs.available: 10%%
   nodefs.available: 10%%
 failSwapOn: false
-healthzBindAddress: 127.0.0.1
+healthzBindAddress: %q
+resolvConf: %s
 serializeImagePulls: false
 staticPodPath: %s
 tlsCertFile: %s
 tlsPrivateKeyFile: %s
-`, o.clusterDNS, o.clusterDomain, containerdSocket, podManifestsDir, servingKubeletCert, servingKubeletKey)
+`, o.listenAddress(), dns.String(), o.clusterDomain, containerdSocket, o.loopback(), resolvConf, podManifestsDir, servingKubeletCert, servingKubeletKey)
+}
+
+// generatedResolvConf is where k3s writes a resolv.conf for kubelet when the
+// node's own names no usable nameserver.
+const generatedResolvConf = agentDir + "/etc/resolv.conf"
+
+// kubeletResolvConf is the resolv.conf k3s hands kubelet (k3s-io/k3s
+// pkg/agent/config/config.go@001a6d9 locateOrGenerateResolvConf): the first
+// of candidates whose every nameserver is a global unicast address (at least
+// one), else a generated file naming 8.8.8.8. A node whose k3d DNS fix did
+// not apply still names Docker's 127.0.0.11 and so gets 8.8.8.8, as on a
+// real node.
+func kubeletResolvConf(candidates []string, generated string) (string, error) {
+	for _, c := range candidates {
+		if validResolvConf(c) {
+			return c, nil
+		}
+	}
+	if err := writeFile(generated, []byte("nameserver 8.8.8.8\n"), 0o644); err != nil {
+		return "", fmt.Errorf("writing %s: %w", generated, err)
+	}
+	logf("Host resolv.conf includes loopback or multicast nameservers - kubelet will use autogenerated resolv.conf with nameserver 8.8.8.8")
+	return generated, nil
+}
+
+func validResolvConf(path string) bool {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	found := false
+	for _, line := range strings.Split(string(data), "\n") {
+		// k3s matches ^nameserver\s+(\S*) on each line.
+		fields := strings.Fields(line)
+		if len(fields) < 2 || fields[0] != "nameserver" || !strings.HasPrefix(line, "nameserver") {
+			continue
+		}
+		if ip := net.ParseIP(fields[1]); ip == nil || !ip.IsGlobalUnicast() {
+			return false
+		}
+		found = true
+	}
+	return found
 }
 
 func writeKubeletFiles(o nodeOptions) error {
-	if err := writeFile(kubeletConfigFile, []byte(kubeletConfig(o)), 0o600); err != nil {
+	resolvConf, err := kubeletResolvConf([]string{"/etc/resolv.conf", "/run/systemd/resolve/resolv.conf"}, generatedResolvConf)
+	if err != nil {
+		return err
+	}
+	if err := writeFile(kubeletConfigFile, []byte(kubeletConfig(o, resolvConf)), 0o600); err != nil {
 		return err
 	}
 	if err := writeServingCert(o); err != nil {
@@ -332,9 +412,14 @@ func writeKubeletFiles(o nodeOptions) error {
 }
 
 // kubeletArgs are k3s's kubelet flags for this node (k3s-io/k3s
-// pkg/daemons/agent/agent_linux.go kubeletArgsAndConfig) merged with
-// --kubelet-arg items the way k3s merges them. Without a cloud controller
-// (the stand-in runs none) k3s sets node-ip and no cloud-provider.
+// pkg/daemons/agent/agent_linux.go@00014d2 kubeletArgsAndConfig) merged with
+// --kubelet-arg items as k3s merges them (componentArgs). Every --node-label
+// goes to --node-labels unchanged, joined with commas, so kubelet refuses a
+// label it may not set as it does under k3s. k3s runs its cloud controller
+// by default and gives kubelet cloud-provider=external with every node
+// address; the stand-in runs none (kubelet would keep the Node tainted
+// uninitialised), so it passes the addresses alone, which kubelet then
+// reports as the k3s controller would.
 func kubeletArgs(o nodeOptions) []string {
 	defaults := map[string]string{
 		"config":            kubeletConfigFile,
@@ -342,12 +427,10 @@ func kubeletArgs(o nodeOptions) []string {
 		"hostname-override": o.name,
 		"read-only-port":    "0",
 		"cert-dir":          kubeletCertDir,
+		"node-labels":       strings.Join(o.flags.nodeLabels, ","),
 	}
-	if o.ip != "" {
-		defaults["node-ip"] = o.ip
-	}
-	if l := kubeletSettableLabels(o.flags.labels()); l != "" {
-		defaults["node-labels"] = l
+	if len(o.ips) > 0 {
+		defaults["node-ip"] = joinIPs(o.ips)
 	}
 	if len(o.flags.nodeTaints) > 0 {
 		defaults["register-with-taints"] = strings.Join(o.flags.nodeTaints, ",")
@@ -382,45 +465,6 @@ func containerized(procCgroup string) bool {
 	return false
 }
 
-// kubeletSettableLabels keeps the labels kubelet may set on its own Node
-// (k8s.io/kubelet pkg/apis/well_known_labels.go@v0.36.3 IsKubeletLabel:
-// no kubernetes.io / k8s.io namespaces except kubelet.kubernetes.io,
-// node.kubernetes.io and a few well-known keys). The others, like
-// node-role.kubernetes.io/worker, the supervisor sets through the API once
-// the Node exists, as k3s does.
-func kubeletSettableLabels(labels map[string]string) string {
-	var out []string
-	for k, v := range labels {
-		if isKubeletLabel(k) {
-			out = append(out, k+"="+v)
-		}
-	}
-	sort.Strings(out)
-	return strings.Join(out, ",")
-}
-
-func isKubeletLabel(key string) bool {
-	prefix, _, found := strings.Cut(key, "/")
-	if !found {
-		return true
-	}
-	switch key {
-	case "kubernetes.io/hostname", "kubernetes.io/os", "kubernetes.io/arch",
-		"beta.kubernetes.io/os", "beta.kubernetes.io/arch", "beta.kubernetes.io/instance-type",
-		"failure-domain.beta.kubernetes.io/region", "failure-domain.beta.kubernetes.io/zone",
-		"topology.kubernetes.io/region", "topology.kubernetes.io/zone":
-		return true
-	}
-	for _, ns := range []string{"kubelet.kubernetes.io", "node.kubernetes.io"} {
-		if prefix == ns || strings.HasSuffix(prefix, "."+ns) {
-			return true
-		}
-	}
-	restricted := prefix == "kubernetes.io" || strings.HasSuffix(prefix, ".kubernetes.io") ||
-		prefix == "k8s.io" || strings.HasSuffix(prefix, ".k8s.io")
-	return !restricted
-}
-
 // writeServingCert gives kubelet an ECDSA P-256 serving certificate for the
 // node's name and address, kept across restarts as k3s keeps its own. k3s
 // has its server CA sign it; the stand-in agent holds no CA key, so it is
@@ -444,11 +488,9 @@ func writeServingCert(o nodeOptions) error {
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		DNSNames:     []string{o.name, "localhost"},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
 	}
-	if ip := net.ParseIP(o.ip); ip != nil {
-		tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
-	}
+	tmpl.IPAddresses = append(tmpl.IPAddresses, o.ips...)
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
 		return err

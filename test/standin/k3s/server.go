@@ -16,12 +16,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/sriov-lane/sriov-lane/test/apiserver"
+	"github.com/sriov-lane/sriov-lane/test/proc"
 )
 
 const (
-	defaultKubeconfigOutput = "/output/kubeconfig.yaml"
-	localKubeconfig         = "/etc/rancher/k3s/k3s.yaml"
-	corednsManifest         = "/var/lib/rancher/k3s/server/manifests/coredns.yaml"
+	localKubeconfig = "/etc/rancher/k3s/k3s.yaml"
 	// serverDataDir is k3s's datastore dir: etcd keeps its data in
 	// <dir>/etcd, where k3s's embedded etcd has it, so a lane's
 	// server.datastoreOnTmpfs mount holds the stand-in's etcd as it would
@@ -32,37 +31,43 @@ const (
 // runServer starts what a k3s server runs (k3s-io/k3s
 // pkg/daemons/control/server.go): etcd + kube-apiserver,
 // kube-controller-manager and kube-scheduler, then the node half
-// (containerd + kubelet) every k3s server also runs; it publishes the
-// kubeconfig and CoreDNS manifest where k3d reads them.
+// (containerd + kubelet) every k3s server also runs, and k3s's packaged
+// components; it publishes the kubeconfig and manifests where k3d reads them.
 func runServer(ctx context.Context, f k3sFlags) error {
 	hostname, err := nodeName(f)
 	if err != nil {
 		return err
 	}
-	token := firstNonEmpty(os.Getenv("K3S_TOKEN"), f.token)
+	pk, err := newPackaged(f)
+	if err != nil {
+		return err
+	}
+	// A flag given on the command line wins over its environment variable
+	// (urfave/cli; k3s-io/k3s pkg/cli/cmds/agent.go@eaaf1f8: --token EnvVar K3S_TOKEN).
+	token := flagOrEnv(f.token, "K3S_TOKEN")
 	port := 6443
 	if f.httpsPort != "" {
 		if port, err = strconv.Atoi(f.httpsPort); err != nil {
 			return fmt.Errorf("parsing --https-listen-port %q: %w", f.httpsPort, err)
 		}
 	}
-	serviceCIDR := firstNonEmpty(f.serviceCIDR, apiserver.DefaultServiceCIDR)
-	clusterCIDR := firstNonEmpty(f.clusterCIDR, defaultClusterCIDR)
-	clusterDNS := f.clusterDNS
-	if clusterDNS == "" {
-		// k3s: the 10th address of the service CIDR (pkg/cli/server/server.go).
-		ip, err := apiserver.FirstIP(serviceCIDR)
-		if err != nil {
-			return err
-		}
-		ip[len(ip)-1] += 9
-		clusterDNS = ip.String()
+	ips, err := nodeIPs(f.nodeIPs, systemHost)
+	if err != nil {
+		return fmt.Errorf("failed to get node name and addresses: %w", err)
 	}
-	sans := append([]string{hostname, "0.0.0.0", "127.0.0.1", "localhost", "host.k3d.internal"}, f.tlsSANs...)
-	ip := firstNonEmpty(f.nodeIP, nodeIP())
-	if ip != "" {
-		sans = append(sans, ip)
+	nets, err := serverNetworks(f, ips[0])
+	if err != nil {
+		return err
 	}
+	// k3s checks this in the agent half every server runs, after its
+	// control plane started; it exits either way.
+	ips = clusterFamilyFirst(ips, nets.clusterCIDRs)
+	if err := validateFamilies(nets.clusterCIDRs, nets.serviceCIDRs, ips); err != nil {
+		return err
+	}
+	serviceCIDR, clusterCIDR := joinIPNets(nets.serviceCIDRs), joinIPNets(nets.clusterCIDRs)
+	sans := serverSANs(hostname, f.tlsSANs, ips)
+	bind, loopback, apiDefaults := apiserverListen(nets.serviceCIDRs, f.nodeIPs)
 
 	// k3s logs this line before its API server answers; k3d waits for it
 	// when (re)starting an init server.
@@ -72,13 +77,16 @@ func runServer(ctx context.Context, f k3sFlags) error {
 		Dir:            serverDataDir,
 		SANs:           sans,
 		Token:          token,
-		BindAddress:    "0.0.0.0",
+		BindAddress:    bind,
 		SecurePort:     port,
 		EtcdClientPort: 2379,
 		EtcdPeerPort:   2380,
-		KubeconfigHost: "127.0.0.1",
+		KubeconfigHost: loopback.String(),
 		ServiceCIDR:    serviceCIDR,
-		ExtraArgs:      componentArgs(nil, f.apiserverArgs),
+		ExtraArgs:      componentArgs(apiDefaults, f.apiserverArgs),
+		// k3s runs etcd and kube-apiserver in-process: their logs are in
+		// the container log (proc.go).
+		Echo: os.Stderr,
 	})
 	if err != nil {
 		return fmt.Errorf("starting control plane of %s: %w", hostname, err)
@@ -86,22 +94,20 @@ func runServer(ctx context.Context, f k3sFlags) error {
 	defer srv.Stop()
 
 	localKC := filepath.Join(serverDataDir, "admin.kubeconfig")
-	for _, path := range []string{firstNonEmpty(os.Getenv("K3S_KUBECONFIG_OUTPUT"), defaultKubeconfigOutput), localKubeconfig, localKC} {
-		if err := writeFile(path, srv.Kubeconfig, 0o600); err != nil {
-			return fmt.Errorf("writing kubeconfig: %w", err)
-		}
+	if err := writeFile(localKC, srv.Kubeconfig, 0o600); err != nil {
+		return fmt.Errorf("writing kubeconfig: %w", err)
 	}
-	if err := writeFile(corednsManifest, corednsConfigMap(ip, hostname), 0o644); err != nil {
-		return fmt.Errorf("writing CoreDNS manifest: %w", err)
+	if err := writeKubeconfig(srv.Kubeconfig, os.Getenv("K3S_KUBECONFIG_OUTPUT"), localKubeconfig); err != nil {
+		return err
 	}
 
 	logs := filepath.Join(serverDataDir, "logs")
-	kcm, err := startProc("kube-controller-manager", filepath.Join(logs, "kube-controller-manager.log"), binPath("kube-controller-manager"),
+	kcm, err := startProc("kube-controller-manager", filepath.Join(logs, "kube-controller-manager.log"), true, binPath("kube-controller-manager"),
 		controllerManagerArgs(f, localKC, srv, clusterCIDR, serviceCIDR)...)
 	if err != nil {
 		return err
 	}
-	sched, err := startProc("kube-scheduler", filepath.Join(logs, "kube-scheduler.log"), binPath("kube-scheduler"),
+	sched, err := startProc("kube-scheduler", filepath.Join(logs, "kube-scheduler.log"), true, binPath("kube-scheduler"),
 		componentArgs(map[string]string{
 			"kubeconfig":                localKC,
 			"authentication-kubeconfig": localKC,
@@ -112,31 +118,39 @@ func runServer(ctx context.Context, f k3sFlags) error {
 			"leader-elect":              "false",
 		}, f.schedulerArgs)...)
 	if err != nil {
-		kcm.stop(5 * time.Second)
+		kcm.Stop(unwindGrace)
 		return err
 	}
 	client, err := kubernetes.NewForConfig(srv.Config)
 	if err != nil {
 		return fmt.Errorf("building client for local API: %w", err)
 	}
-	ac := agentConfig{ClusterCIDR: clusterCIDR, ClusterDNS: clusterDNS, ClusterDomain: firstNonEmpty(f.clusterDomain, "cluster.local")}
+	ac := agentConfig{ClusterCIDR: clusterCIDR, ServiceCIDR: serviceCIDR, ClusterDNS: joinIPs(nets.clusterDNS), ClusterDomain: firstNonEmpty(f.clusterDomain, "cluster.local")}
 	if err := publishAgentConfig(ctx, client, ac); err != nil {
-		sched.stop(5 * time.Second)
-		kcm.stop(5 * time.Second)
+		sched.Stop(unwindGrace)
+		kcm.Stop(unwindGrace)
 		return err
 	}
 	node, err := startNode(ctx, nodeOptions{
-		name: hostname, ip: ip, apiURL: srv.URL, token: token, caFile: srv.CACertFile,
-		clusterDNS: ac.ClusterDNS, clusterDomain: ac.ClusterDomain, clusterCIDR: ac.ClusterCIDR, flags: f,
+		name: hostname, ips: ips, apiURL: srv.URL, token: token, caFile: srv.CACertFile,
+		clusterDNS: splitList(ac.ClusterDNS), clusterDomain: ac.ClusterDomain, clusterCIDR: ac.ClusterCIDR, flags: f,
 	})
 	if err != nil {
-		sched.stop(5 * time.Second)
-		kcm.stop(5 * time.Second)
+		sched.Stop(unwindGrace)
+		kcm.Stop(unwindGrace)
 		return err
 	}
-	procs := append([]*proc{kcm, sched}, node...)
+	procs := append([]*proc.Process{kcm, sched}, node...)
+	// k3s's packaged components (packaged.go), before the lines k3d waits for.
+	if err := pk.start(ctx, srv.Config, splitList(ac.ClusterDNS), ac.ClusterDomain); err != nil {
+		for _, p := range procs {
+			p.Stop(unwindGrace)
+		}
+		return err
+	}
 	labels := f.labels()
-	// k3s labels its servers so (k3s-io/k3s pkg/agent/run.go, server roles).
+	// k3s labels its servers so (k3s-io/k3s pkg/server/server.go
+	// setNodeLabelsAndAnnotations, stored version id 5220317410).
 	labels["node-role.kubernetes.io/control-plane"] = "true"
 	labels["node-role.kubernetes.io/master"] = "true"
 	keeper := &nodeKeeper{client: client, name: hostname, labels: labels}
@@ -145,21 +159,14 @@ func runServer(ctx context.Context, f k3sFlags) error {
 
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Wait(ctx) }()
-	go func() {
-		if err := keeper.waitRegistered(ctx); err == nil {
-			keeper.keepAlive(ctx)
-		}
-	}()
-	err = supervise(ctx, procs, errc)
+	go func() { _ = keeper.configure(ctx) }()
+	err = proc.Supervise(ctx, procs, errc)
 	if ctx.Err() != nil {
 		logf("shutting down stand-in server")
 		return nil
 	}
 	return err
 }
-
-// defaultClusterCIDR is k3s's default pod CIDR.
-const defaultClusterCIDR = "10.42.0.0/16"
 
 // controllerManagerArgs are k3s's kube-controller-manager flags
 // (k3s-io/k3s pkg/daemons/control/server.go controllerManager): node CIDR
@@ -192,57 +199,84 @@ func assetsDir() string {
 	return firstNonEmpty(os.Getenv("SRIOV_LANE_STANDIN_ASSETS"), "/bin")
 }
 
+// nodeName is --node-name (env K3S_NODE_NAME) or the hostname, lower-cased
+// as k3s does for Kubernetes (k3s-io/k3s pkg/util/net.go@0a3f10c
+// GetHostnameAndIPs).
 func nodeName(f k3sFlags) (string, error) {
 	if n := firstNonEmpty(f.nodeName, os.Getenv("K3S_NODE_NAME")); n != "" {
-		return n, nil
+		return strings.ToLower(n), nil
 	}
 	h, err := os.Hostname()
 	if err != nil {
 		return "", fmt.Errorf("reading hostname for node name: %w", err)
 	}
-	return h, nil
+	return strings.ToLower(h), nil
 }
 
-// nodeIP is the container's first global IPv4 address (k3s picks the
-// default-route interface; in a k3d node that is eth0).
-func nodeIP() string {
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		return ""
+// flagOrEnv is a k3s flag's value: the command line's, else its
+// environment variable's (urfave/cli applies EnvVar as the default).
+func flagOrEnv(flag, env string) string { return firstNonEmpty(flag, os.Getenv(env)) }
+
+// serverSANs are the serving certificate's names: k3s's own loopbacks,
+// node name and node addresses, and the --tls-san items split at commas
+// (k3s-io/k3s pkg/cli/server/server.go, stored version id 3368568039); k3d
+// passes its API host through --tls-san (k3d-io/k3d
+// pkg/client/node.go@v5.9.0 patchServerSpec). 0.0.0.0 and host.k3d.internal
+// are the stand-in's, for the rig's host-side clients.
+func serverSANs(hostname string, tlsSANs []string, ips []net.IP) []string {
+	sans := append([]string{hostname, "0.0.0.0", "127.0.0.1", "::1", "localhost", "host.k3d.internal"}, splitList(tlsSANs...)...)
+	for _, a := range ips {
+		sans = append(sans, a.String())
 	}
-	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && n.IP.IsGlobalUnicast() {
-			return n.IP.String()
-		}
-	}
-	return ""
+	return sans
 }
 
-// corednsConfigMap renders the manifest k3d rewrites (it adds NodeHosts);
-// the stand-in runs no CoreDNS, so only the document's shape matters.
-func corednsConfigMap(ip, hostname string) []byte {
-	var hosts string
-	if ip != "" {
-		hosts = ip + " " + hostname
+// apiserverListen is where kube-apiserver listens and what the stand-in adds
+// to its defaults. k3s serves 6443 from its supervisor and binds
+// kube-apiserver to its loopback (::1 for an IPv6-only service range,
+// k3s-io/k3s pkg/daemons/control/server.go apiServer, stored version id
+// 7922222668), setting --advertise-address only from --node-ip (or
+// --advertise-address); kube-apiserver resolves its advertised address
+// from that bind. The stand-in has no supervisor, so kube-apiserver itself
+// listens on every address of the loopback's family, from which it
+// resolves the same address.
+func apiserverListen(serviceCIDRs []*net.IPNet, nodeIPFlags []string) (bind string, loopback net.IP, defaults map[string]string) {
+	loopback = loopbackFor(serviceCIDRs)
+	bind = "0.0.0.0"
+	if loopback.To4() == nil {
+		bind = "::"
 	}
-	return []byte(strings.Join([]string{
-		"apiVersion: v1",
-		"kind: ConfigMap",
-		"metadata:",
-		"  name: coredns",
-		"  namespace: kube-system",
-		"data:",
-		"  Corefile: |",
-		"    .:53 {",
-		"        errors",
-		"        hosts /etc/coredns/NodeHosts {",
-		"          fallthrough",
-		"        }",
-		"        forward . /etc/resolv.conf",
-		"    }",
-		"  NodeHosts: " + strconv.Quote(hosts),
-		"",
-	}, "\n"))
+	defaults = map[string]string{}
+	if a := firstValidIP(nodeIPFlags); a != "" {
+		defaults["advertise-address"] = a
+	}
+	return bind, loopback, defaults
+}
+
+// writeKubeconfig writes the admin kubeconfig where k3s writes it: at
+// K3S_KUBECONFIG_OUTPUT (--write-kubeconfig; k3d sets /output/kubeconfig.yaml,
+// k3d-io/k3d pkg/types/defaults.go@v5.9.0 DefaultNodeEnv) with
+// /etc/rancher/k3s/k3s.yaml a symlink to it, or at /etc/rancher/k3s/k3s.yaml
+// itself without one (k3s-io/k3s pkg/server/server.go writeKubeConfig,
+// stored version id 5220317410). k3s's kubectl looks there (kubectl.go).
+func writeKubeconfig(data []byte, output, global string) error {
+	target := firstNonEmpty(output, global)
+	if err := writeFile(target, data, 0o600); err != nil {
+		return fmt.Errorf("writing kubeconfig %s: %w", target, err)
+	}
+	if target == global {
+		return nil
+	}
+	if err := os.Remove(global); err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("replacing %s by a symlink: %w", global, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(global), 0o755); err != nil {
+		return err
+	}
+	if err := os.Symlink(target, global); err != nil {
+		return fmt.Errorf("linking %s to %s: %w", global, target, err)
+	}
+	return nil
 }
 
 func writeFile(path string, data []byte, mode os.FileMode) error {
@@ -274,13 +308,13 @@ const (
 )
 
 type agentConfig struct {
-	ClusterCIDR, ClusterDNS, ClusterDomain string
+	ClusterCIDR, ServiceCIDR, ClusterDNS, ClusterDomain string
 }
 
 func publishAgentConfig(ctx context.Context, client kubernetes.Interface, c agentConfig) error {
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: agentConfigName, Namespace: agentConfigNamespace},
-		Data:       map[string]string{"cluster-cidr": c.ClusterCIDR, "cluster-dns": c.ClusterDNS, "cluster-domain": c.ClusterDomain},
+		Data:       map[string]string{"cluster-cidr": c.ClusterCIDR, "service-cidr": c.ServiceCIDR, "cluster-dns": c.ClusterDNS, "cluster-domain": c.ClusterDomain},
 	}
 	for {
 		_, err := client.CoreV1().ConfigMaps(agentConfigNamespace).Create(ctx, cm, metav1.CreateOptions{})
@@ -303,7 +337,7 @@ func fetchAgentConfig(ctx context.Context, client kubernetes.Interface) (agentCo
 	for {
 		cm, err := client.CoreV1().ConfigMaps(agentConfigNamespace).Get(ctx, agentConfigName, metav1.GetOptions{})
 		if err == nil {
-			return agentConfig{ClusterCIDR: cm.Data["cluster-cidr"], ClusterDNS: cm.Data["cluster-dns"], ClusterDomain: cm.Data["cluster-domain"]}, nil
+			return agentConfig{ClusterCIDR: cm.Data["cluster-cidr"], ServiceCIDR: cm.Data["service-cidr"], ClusterDNS: cm.Data["cluster-dns"], ClusterDomain: cm.Data["cluster-domain"]}, nil
 		}
 		logf("Waiting for the server's agent configuration: %v", err)
 		select {

@@ -20,44 +20,6 @@ func mkPCI(t *testing.T, root string) {
 	}
 }
 
-func TestCandidatesAreTheNodePathThenHostrootThenSys(t *testing.T) {
-	want := []string{"/var/log/sriov-lane-rig/sys", "/hostroot/var/log/sriov-lane-rig/sys", "/sys"}
-	if strings.Join(Candidates, " ") != strings.Join(want, " ") {
-		t.Errorf("Candidates = %v, want %v", Candidates, want)
-	}
-}
-
-func TestFindInTakesTheFirstWithBusPCIDevices(t *testing.T) {
-	dir := t.TempDir()
-	missing := filepath.Join(dir, "missing")
-	empty := filepath.Join(dir, "empty") // exists, no bus/pci/devices
-	file := filepath.Join(dir, "file")   // bus/pci/devices is a file
-	second, third := filepath.Join(dir, "second"), filepath.Join(dir, "third")
-	if err := os.MkdirAll(empty, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Join(file, "bus", "pci"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(file, "bus", "pci", "devices"), nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	mkPCI(t, second)
-	mkPCI(t, third)
-
-	got, err := FindIn([]string{missing, empty, file, second, third})
-	if err != nil || got != second {
-		t.Errorf("FindIn = %q, %v; want %s", got, err, second)
-	}
-	got, err = FindIn([]string{third, second})
-	if err != nil || got != third {
-		t.Errorf("order not kept: FindIn = %q, %v; want %s", got, err, third)
-	}
-	if got, err := FindIn([]string{missing, empty}); err == nil || !strings.Contains(err.Error(), missing) {
-		t.Errorf("nothing usable: FindIn = %q, %v; want an error naming the places tried", got, err)
-	}
-}
-
 // The rig's fake sysfs reaches the stand-ins through bind mounts made by
 // other processes in other mount namespaces (Docker's into the agent, the
 // container runtime's into the pod). That works only if the FUSE mount lets
@@ -94,8 +56,8 @@ func TestFakeSysfsIsReadableThroughABindMountInAnotherProcess(t *testing.T) {
 	if err != nil {
 		t.Fatalf("reading the fake sysfs through a bind mount in another mount namespace: %v\n%s", err, out)
 	}
-	if got := strings.Fields(string(out)); len(got) != 2 || got[0] != pf || got[1] != strconv.Itoa(sysfs.TotalVFs) {
-		t.Errorf("through the bind mount: %q, want %s and its sriov_totalvfs %d", out, pf, sysfs.TotalVFs)
+	if got := strings.Fields(string(out)); len(got) != 2 || got[0] != pf || got[1] != strconv.Itoa(sysfs.X710.TotalVFs) {
+		t.Errorf("through the bind mount: %q, want %s and its sriov_totalvfs %d", out, pf, sysfs.X710.TotalVFs)
 	}
 
 	// A bind mount here too: FindIn takes it as the stand-ins do.

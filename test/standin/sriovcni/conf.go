@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -102,7 +103,8 @@ const (
 // loadConf is pkg/config/config.go LoadConf: the VF from deviceID (its PF
 // netdev and VF index from sysfs), the per-VF lock, the allocation check,
 // the VF netdev or the DPDK driver, and the vlan and link_state checks.
-// Then the stand-in refuses what it cannot do (unsupported).
+// What the stand-in cannot do is refused later, where upstream sets it
+// (applyVFConfig).
 func (p *plugin) loadConf(raw []byte) (*netConf, error) {
 	n := &netConf{}
 	if err := json.Unmarshal(raw, n); err != nil {
@@ -186,27 +188,49 @@ func (p *plugin) loadConf(raw []byte) (*netConf, error) {
 	return n, nil
 }
 
-// unsupported names what upstream would set through the PF's VF table
-// (pkg/sriov/sriov.go ApplyVFConfig) that the stand-in cannot: a stand-in
-// PF is a veth, with no VF table, and a stand-in VF netdev is a veth too.
-// Settings whose effect the rig already has are accepted: vlan 0 (no tag),
-// rates of 0 (no limit), link_state auto or enable (the VF has carrier),
-// spoofchk and trust (a veth neither drops spoofed frames nor restricts an
-// untrusted VF), and a MAC on a VF with a netdev (set on the netdev, as
-// upstream also does). The rest is refused, saying so.
-func (n *netConf) unsupported() error {
+// fillUnset is FillFromVfInfo of a VF table entry with nothing set: no
+// administrative MAC, no vlan, no rate limits, link state auto, spoofchk
+// and trust off. A stand-in PF is a veth and has no VF table: upstream's
+// getVfInfo would find no entry and fail ("failed to find vf"). The
+// values are only cached, and restored on DEL, where the stand-in sets
+// nothing back because it set nothing.
+func (s *vfState) fillUnset() {
+	*s = vfState{HostIFName: s.HostIFName, AdminMAC: "00:00:00:00:00:00"}
+}
+
+// applyVFConfig is pkg/sriov/sriov.go ApplyVFConfig, in its order: vlan,
+// MAC, rates, spoofchk, trust, link state. The stand-in's PF is a veth
+// with no VF table, so what only that table could do is refused, saying
+// so; settings whose effect the rig already has are accepted: vlan 0 (no
+// tag), rates of 0 (no limit), spoofchk and trust (a veth neither drops
+// spoofed frames nor restricts an untrusted VF), link_state auto or enable
+// (the VF netdev has carrier), and a MAC for a VF with a netdev, which is
+// set on the netdev as upstream also does (SetupVF). A MAC is checked as
+// utils.SetVFHardwareMAC checks it: net.ParseMAC, then the table's 6-byte
+// MAC read back must print as given (lower-case, colon-separated), so
+// "02-00-00-00-00-01" or an 8-byte address fails.
+func (n *netConf) applyVFConfig() error {
 	const why = "the rig's PF is a veth with no VF table"
 	if n.Vlan != nil && *n.Vlan != 0 {
 		return fmt.Errorf("sriov (stand-in): vlan %d is not supported: %s to tag with (only vlan 0)", *n.Vlan, why)
+	}
+	if n.MAC != "" {
+		hw, err := net.ParseMAC(n.MAC)
+		if err != nil {
+			return fmt.Errorf("failed to set MAC address to %s: failed to parse MAC address %s: %v", n.MAC, n.MAC, err)
+		}
+		if len(hw) != 6 || hw.String() != n.MAC {
+			return fmt.Errorf("failed to set MAC address to %s: hardware mac address is different from requested one", n.MAC)
+		}
+		if n.DPDKMode {
+			return fmt.Errorf("sriov (stand-in): a MAC for VF %s bound to a DPDK driver is not supported: %s to set its administrative MAC in", n.DeviceID, why)
+		}
 	}
 	if n.MinTxRate != nil && *n.MinTxRate != 0 || n.MaxTxRate != nil && *n.MaxTxRate != 0 {
 		return fmt.Errorf("sriov (stand-in): min_tx_rate and max_tx_rate other than 0 are not supported: %s to limit", why)
 	}
 	if n.LinkState == "disable" {
 		return fmt.Errorf("sriov (stand-in): link_state disable is not supported: %s to force the link down", why)
-	}
-	if n.DPDKMode && n.MAC != "" {
-		return fmt.Errorf("sriov (stand-in): a MAC for VF %s bound to a DPDK driver is not supported: %s to set its administrative MAC in", n.DeviceID, why)
 	}
 	return nil
 }

@@ -21,13 +21,16 @@
 // The stand-in's own parts: sysfs is the rig's fake one, found by
 // test/standin/rigsysfs; nothing is set through the PF's VF table (a
 // stand-in PF is a veth and has none), so what only that table could do is
-// refused (see netConf.unsupported); no gratuitous ARP or unsolicited
+// refused (see netConf.applyVFConfig); no gratuitous ARP or unsolicited
 // neighbour advertisement follows ADD (upstream sends them best-effort).
-// For tests, SRIOV_CNI_STANDIN_SYSFS and SRIOV_CNI_STANDIN_DIR replace the
-// sysfs search and /var/lib/cni/sriov.
+// It links the CNI libraries upstream links (go.mod). conformance_test.go
+// holds the inputs, row by row, with what v2.10.0 does with each and where
+// it is read. For tests, SRIOV_CNI_STANDIN_SYSFS and SRIOV_CNI_STANDIN_DIR
+// replace the sysfs search and /var/lib/cni/sriov.
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -50,6 +53,7 @@ import (
 // defaultCNIDir is pkg/config/config.go DefaultCNIDir.
 const defaultCNIDir = "/var/lib/cni/sriov"
 
+//nolint:gochecknoinits // the lock must be taken before main runs, on the thread group leader, as k8snetworkplumbingwg/sriov-cni cmd/sriov/main.go@v2.10.0 does in init.
 func init() {
 	// Namespace switches are per thread: keep main on the main thread, as
 	// cmd/sriov/main.go does.
@@ -104,10 +108,24 @@ func cmdDel(args *skel.CmdArgs) error {
 // cmdCheck is pkg/cnicommands/cni.go CmdCheck: nothing.
 func cmdCheck(*skel.CmdArgs) error { return nil }
 
-// add is pkg/cnicommands/cni.go CmdAdd. As there, cleanup on failure (the
-// VF back out of the pod, IPAM released) covers the steps after the VF's
-// state was recorded.
+// setLogging is pkg/config/config.go SetLogging, which ADD and DEL call
+// first: the conf must decode into NetConf (DEL fails here too, even
+// without a cache). The stand-in writes errors only, to stderr, whatever
+// logLevel and logFile say.
+func setLogging(stdin []byte) error {
+	if err := json.Unmarshal(stdin, &netConf{}); err != nil {
+		return fmt.Errorf("SetLogging(): failed to load netconf: %v", err)
+	}
+	return nil
+}
+
+// add is pkg/cnicommands/cni.go CmdAdd, in its order. As there, cleanup on
+// failure (the VF back out of the pod, IPAM released) covers the steps
+// after the VF's state was recorded.
 func (p *plugin) add(args *skel.CmdArgs) error {
+	if err := setLogging(args.StdinData); err != nil {
+		return err
+	}
 	n, err := p.loadConf(args.StdinData)
 	if err != nil {
 		return fmt.Errorf("SRIOV-CNI failed to load netconf: %v", err)
@@ -126,9 +144,6 @@ func (p *plugin) add(args *skel.CmdArgs) error {
 		n.MAC = n.RuntimeConfig.Mac
 	}
 	n.MAC = strings.ToLower(n.MAC)
-	if err := n.unsupported(); err != nil {
-		return err
-	}
 
 	netns, err := ns.GetNS(args.Netns)
 	if err != nil {
@@ -138,12 +153,12 @@ func (p *plugin) add(args *skel.CmdArgs) error {
 
 	// FillOriginalVfInfo: the PF must be a link here. Its VF table would
 	// give the VF's administrative state; a stand-in PF has none, which
-	// reads as a VF with nothing set.
+	// reads as an entry with nothing set.
 	pfLink, err := netlink.LinkByName(n.Master)
 	if err != nil {
 		return fmt.Errorf("failed to get original vf information: failed to lookup master %q: %v", n.Master, err)
 	}
-	n.OrigVfState.AdminMAC = "00:00:00:00:00:00"
+	n.OrigVfState.fillUnset()
 	if n.OrigVfState.HostIFName != "" {
 		vfLink, err := netlink.LinkByName(n.OrigVfState.HostIFName)
 		if err != nil {
@@ -158,8 +173,13 @@ func (p *plugin) add(args *skel.CmdArgs) error {
 			}
 		}
 	}()
-	// ApplyVFConfig sets nothing here (unsupported refused what it would
-	// have to) and reports the PF's MTU, which a netdev VF's replaces.
+	// ApplyVFConfig: its checks, and what the stand-in cannot set
+	// refused (applyVFConfig). Its error does not reach the cleanup
+	// above, as upstream's shadowed err does not.
+	if err := n.applyVFConfig(); err != nil {
+		return fmt.Errorf("SRIOV-CNI failed to configure VF %q", err)
+	}
+	// It reports the PF's MTU, which a netdev VF's replaces.
 	pfMTU := pfLink.Attrs().MTU
 	n.MTU = &pfMTU
 
@@ -221,6 +241,9 @@ func (p *plugin) add(args *skel.CmdArgs) error {
 // fails once, and the retry finds no cache and succeeds (its PCI
 // allocation file stays until an ADD finds the netns gone).
 func (p *plugin) del(args *skel.CmdArgs) error {
+	if err := setLogging(args.StdinData); err != nil {
+		return err
+	}
 	n, ref, err := p.loadConfFromCache(args)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "sriov (stand-in): cmdDel: cannot load config file from cache: %v\n", err)
@@ -249,7 +272,11 @@ func (p *plugin) del(args *skel.CmdArgs) error {
 	if _, err := p.vfID(n.DeviceID, n.Master); err != nil {
 		return fmt.Errorf("cmdDel() error obtaining VF ID: %q", err)
 	}
-	// ResetVFConfig: nothing was set through the PF (see unsupported).
+	// ResetVFConfig: nothing was set through the PF (see applyVFConfig),
+	// but it looks the PF up first.
+	if _, err := netlink.LinkByName(n.Master); err != nil {
+		return fmt.Errorf("cmdDel() error reseting VF: %q", fmt.Errorf("failed to lookup master %q: %v", n.Master, err))
+	}
 	if !n.DPDKMode {
 		netns, err := ns.GetNS(args.Netns)
 		if err != nil {

@@ -2,9 +2,8 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
+	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,8 +11,6 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/containernetworking/cni/pkg/skel"
-	"github.com/containernetworking/cni/pkg/version"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
@@ -44,43 +41,6 @@ func require(t *testing.T, ok bool, what string) {
 		t.Fatalf("prerequisite missing under SRIOV_LANE_TEST_STRICT=1: %s", what)
 	}
 	t.Skip(what)
-}
-
-func TestEntrypointCopiesTheBinaryAsUpstreamsImageDoes(t *testing.T) {
-	sh := []string{"sh"}
-	if _, err := os.Stat("/bin/busybox"); err == nil {
-		sh = []string{"/bin/busybox", "sh"} // the stand-in image's shell
-	}
-	dir := t.TempDir()
-	bin, dst := filepath.Join(dir, "sriov"), filepath.Join(dir, "cni-bin")
-	if err := os.WriteFile(bin, []byte("#!/bin/true\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Mkdir(dst, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	run := func(args ...string) (string, error) {
-		out, err := exec.Command(sh[0], append(append(sh[1:], "entrypoint.sh"), args...)...).CombinedOutput()
-		return string(out), err
-	}
-	if out, err := run("--cni-bin-dir="+dst, "--sriov-bin-file="+bin, "--no-sleep"); err != nil {
-		t.Fatalf("entrypoint: %v\n%s", err, out)
-	}
-	if fi, err := os.Stat(filepath.Join(dst, "sriov")); err != nil || fi.Mode().Perm() != 0o755 {
-		t.Errorf("copied binary: %v %v", fi, err)
-	}
-	for _, bad := range [][]string{
-		{"--no-such", "--no-sleep"},
-		{"--cni-bin-dir=" + filepath.Join(dir, "missing"), "--sriov-bin-file=" + bin, "--no-sleep"},
-		{"--cni-bin-dir=" + dst, "--sriov-bin-file=" + filepath.Join(dir, "missing"), "--no-sleep"},
-	} {
-		if out, err := run(bad...); err == nil {
-			t.Errorf("%q: exit 0\n%s", bad, out)
-		}
-	}
-	if out, err := run("-h"); err != nil || !strings.Contains(out, "--cni-bin-dir=/host/opt/cni/bin") || !strings.Contains(out, "--sriov-bin-file=/usr/bin/sriov") {
-		t.Errorf("-h: %v\n%s (want upstream's defaults)", err, out)
-	}
 }
 
 // The image as hack/test-env.sh lays it out: busybox with its applets in
@@ -131,61 +91,109 @@ func TestEntrypointInTheImageLayout(t *testing.T) {
 	}
 }
 
-func TestVersionIsTheCNILibrarysAll(t *testing.T) {
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), asPlugin+"=1", "CNI_COMMAND=VERSION")
-	cmd.Stdin = strings.NewReader(`{"cniVersion":"0.3.1"}`)
-	out, err := cmd.Output()
-	if err != nil {
+// tree is a tiny fake sysfs for the plugin, as sriov-cni reads it (the
+// VFs' physfn and net/, the PF's sriov_numvfs and virtfn<n> through
+// class/net/<pf>/device, drivers): a PF with three VFs, vf with a netdev
+// on igbvf, dpdkVF on vfio-pci, bareVF on iavf without a netdev (two
+// kernel drivers: the plugin treats every driver outside its userspace
+// list alike, reading it from the driver link); and a
+// bin directory with fake IPAM plugins: scni-ipam hands out one address,
+// scni-noip none; both log their calls to ipam.log.
+type tree struct {
+	pfName, vfName         string
+	pf, vf, dpdkVF, bareVF string // PCI addresses
+	sysfs, dir, bin        string
+}
+
+func newTree(t *testing.T) *tree {
+	t.Helper()
+	id := os.Getpid() % 100000
+	r := &tree{
+		pfName: fmt.Sprintf("scnip%d", id), vfName: fmt.Sprintf("scniv%d", id),
+		pf: "0000:5c:00.0", vf: "0000:5c:10.0", dpdkVF: "0000:5c:10.1", bareVF: "0000:5c:10.2",
+		dir: t.TempDir(),
+	}
+	r.sysfs, r.bin = filepath.Join(r.dir, "sys"), filepath.Join(r.dir, "bin")
+	dev := func(bdf string) string { return filepath.Join(r.sysfs, "bus/pci/devices", bdf) }
+	mkdir := func(p string) {
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	link := func(target, p string) {
+		if err := os.Symlink(target, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, d := range []string{"igbvf", "iavf", "vfio-pci"} {
+		mkdir(filepath.Join(r.sysfs, "bus/pci/drivers", d))
+	}
+	mkdir(filepath.Join(dev(r.pf), "net", r.pfName))
+	link("../..", filepath.Join(dev(r.pf), "net", r.pfName, "device"))
+	if err := os.WriteFile(filepath.Join(dev(r.pf), "sriov_numvfs"), []byte("3\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var got struct {
-		SupportedVersions []string `json:"supportedVersions"`
+	mkdir(filepath.Join(r.sysfs, "class/net"))
+	link("../../bus/pci/devices/"+r.pf+"/net/"+r.pfName, filepath.Join(r.sysfs, "class/net", r.pfName))
+	for i, vf := range []string{r.vf, r.dpdkVF, r.bareVF} {
+		mkdir(dev(vf))
+		link("../"+vf, filepath.Join(dev(r.pf), fmt.Sprintf("virtfn%d", i)))
+		link("../"+r.pf, filepath.Join(dev(vf), "physfn"))
 	}
-	if err := json.Unmarshal(out, &got); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
-	if strings.Join(got.SupportedVersions, " ") != strings.Join(version.All.SupportedVersions(), " ") {
-		t.Errorf("VERSION %s", out)
-	}
-}
+	mkdir(filepath.Join(dev(r.vf), "net", r.vfName))
+	link("../../drivers/igbvf", filepath.Join(dev(r.vf), "driver"))
+	link("../../drivers/vfio-pci", filepath.Join(dev(r.dpdkVF), "driver"))
+	link("../../drivers/iavf", filepath.Join(dev(r.bareVF), "driver"))
 
-func TestUnsupportedSettingsAreRefusedClearly(t *testing.T) {
-	zero, vlan, rate := 0, 100, 10
-	for _, c := range []struct {
-		name string
-		n    netConf
-		ok   bool
-	}{
-		{"defaults", netConf{}, true},
-		{"vlan 0", netConf{SriovNetConf: SriovNetConf{Vlan: &zero}}, true},
-		{"rates 0", netConf{SriovNetConf: SriovNetConf{MinTxRate: &zero, MaxTxRate: &zero}}, true},
-		{"link_state enable, spoofchk, trust", netConf{SriovNetConf: SriovNetConf{LinkState: "enable", SpoofChk: "on", Trust: "off"}}, true},
-		{"MAC on a netdev VF", netConf{SriovNetConf: SriovNetConf{MAC: "02:00:00:00:00:01"}}, true},
-		{"vlan 100", netConf{SriovNetConf: SriovNetConf{Vlan: &vlan}}, false},
-		{"max_tx_rate", netConf{SriovNetConf: SriovNetConf{MaxTxRate: &rate}}, false},
-		{"link_state disable", netConf{SriovNetConf: SriovNetConf{LinkState: "disable"}}, false},
-		{"MAC on a DPDK VF", netConf{SriovNetConf: SriovNetConf{MAC: "02:00:00:00:00:01", DPDKMode: true}}, false},
+	mkdir(r.bin)
+	logTo := "echo \"$CNI_COMMAND $CNI_CONTAINERID\" >> " + filepath.Join(r.dir, "ipam.log") + "\n"
+	for name, result := range map[string]string{
+		"scni-ipam": `{"cniVersion":"0.3.1","ips":[{"version":"4","address":"10.56.217.5/24","gateway":"10.56.217.1"}]}`,
+		"scni-noip": `{"cniVersion":"0.3.1","ips":[]}`,
 	} {
-		err := c.n.unsupported()
-		if (err == nil) != c.ok {
-			t.Errorf("%s: %v", c.name, err)
-		}
-		if err != nil && !strings.Contains(err.Error(), "stand-in") {
-			t.Errorf("%s: %v does not say it is the stand-in's limit", c.name, err)
+		script := "#!/bin/sh\n" + logTo + `[ "$CNI_COMMAND" = ADD ] && echo '` + result + `'` + "\nexit 0\n"
+		if err := os.WriteFile(filepath.Join(r.bin, name), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
 		}
 	}
+	return r
 }
 
-// rig is the integration fixture: a "node" netns holding a PF and a VF
-// netdev (veth links), a "pod" netns, a tiny fake sysfs describing them
-// and a second VF bound to vfio-pci, and a fake IPAM plugin.
+// ipamCalls is what the fake IPAM plugins were asked.
+func (r *tree) ipamCalls() string {
+	b, _ := os.ReadFile(filepath.Join(r.dir, "ipam.log"))
+	return strings.ReplaceAll(strings.TrimSpace(string(b)), "\n", ", ")
+}
+
+// plugin is the stand-in reading the tree, with its cache in the tree.
+func (r *tree) plugin() *plugin {
+	return &plugin{sysfs: r.sysfs, cniDir: filepath.Join(r.dir, "cache")}
+}
+
+// exec runs the plugin binary with env and stdin, as a runtime does, in
+// this process's netns, returning its stdout and exit status.
+func (r *tree) exec(t *testing.T, env []string, conf string) (string, int) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(append(os.Environ(), asPlugin+"=1", "CNI_PATH="+r.bin,
+		"SRIOV_CNI_STANDIN_SYSFS="+r.sysfs, "SRIOV_CNI_STANDIN_DIR="+filepath.Join(r.dir, "cache")), env...)
+	cmd.Stdin = strings.NewReader(conf)
+	out, err := cmd.Output()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return string(out), ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return string(out), 0
+}
+
+// rig is the integration fixture: the tree, a "node" netns holding the PF
+// and the VF netdev (veth links), and a "pod" netns.
 type rig struct {
-	node, pod       string // netns names
-	pfName, vfName  string
-	pf, vf, dpdkVF  string // PCI addresses
-	vfMAC           string
-	sysfs, dir, bin string
+	*tree
+	node, pod string // netns names
+	vfMAC     string
 }
 
 func newRig(t *testing.T) *rig {
@@ -194,22 +202,9 @@ func newRig(t *testing.T) *rig {
 	_, err := exec.LookPath("nsenter")
 	require(t, err == nil, "needs nsenter(1) (util-linux) to run the plugin in the node's netns")
 	id := os.Getpid() % 100000
-	r := &rig{
-		node: fmt.Sprintf("scni-node-%d", id), pod: fmt.Sprintf("scni-pod-%d", id),
-		pfName: fmt.Sprintf("scnip%d", id), vfName: fmt.Sprintf("scniv%d", id),
-		pf: "0000:5c:00.0", vf: "0000:5c:10.0", dpdkVF: "0000:5c:10.1",
-		dir: t.TempDir(),
-	}
-	r.sysfs, r.bin = filepath.Join(r.dir, "sys"), filepath.Join(r.dir, "bin")
+	r := &rig{tree: newTree(t), node: fmt.Sprintf("scni-node-%d", id), pod: fmt.Sprintf("scni-pod-%d", id)}
 	for _, n := range []string{r.node, r.pod} {
-		t.Cleanup(func() {
-			if err := nsutil.Delete(n); err != nil {
-				t.Errorf("cleanup: %v", err)
-			}
-		})
-		if err := nsutil.Create(n); err != nil {
-			t.Fatal(err)
-		}
+		nsutil.ForTest(t, n)
 	}
 	// veth pairs (this kernel may have no dummy driver); the peers stay
 	// in the node.
@@ -223,7 +218,7 @@ func newRig(t *testing.T) *rig {
 		for _, n := range []string{r.node, r.pod} {
 			if ns, err := netns.GetFromName(n); err == nil {
 				if h, err := netlink.NewHandleAt(ns); err == nil {
-					for _, name := range []string{r.pfName, r.vfName, "net1", "net2"} {
+					for _, name := range []string{r.pfName, r.pfName + "y", r.vfName, "net1", "net2"} {
 						if l, err := h.LinkByName(name); err == nil {
 							_ = h.LinkDel(l)
 						}
@@ -239,46 +234,6 @@ func newRig(t *testing.T) *rig {
 		t.Fatal(err)
 	}
 	r.vfMAC = vfLink.Attrs().HardwareAddr.String()
-
-	// The sysfs sriov-cni reads: the VFs' physfn and net/, the PF's
-	// sriov_numvfs and virtfn<n> through class/net/<pf>/device, drivers.
-	dev := func(bdf string) string { return filepath.Join(r.sysfs, "bus/pci/devices", bdf) }
-	mkdir := func(p string) {
-		if err := os.MkdirAll(p, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	link := func(target, p string) {
-		if err := os.Symlink(target, p); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, d := range []string{"iavf", "vfio-pci"} {
-		mkdir(filepath.Join(r.sysfs, "bus/pci/drivers", d))
-	}
-	mkdir(filepath.Join(dev(r.pf), "net", r.pfName))
-	link("../..", filepath.Join(dev(r.pf), "net", r.pfName, "device"))
-	if err := os.WriteFile(filepath.Join(dev(r.pf), "sriov_numvfs"), []byte("2\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	mkdir(filepath.Join(r.sysfs, "class/net"))
-	link("../../bus/pci/devices/"+r.pf+"/net/"+r.pfName, filepath.Join(r.sysfs, "class/net", r.pfName))
-	for i, vf := range []string{r.vf, r.dpdkVF} {
-		mkdir(dev(vf))
-		link("../"+vf, filepath.Join(dev(r.pf), fmt.Sprintf("virtfn%d", i)))
-		link("../"+r.pf, filepath.Join(dev(vf), "physfn"))
-	}
-	mkdir(filepath.Join(dev(r.vf), "net", r.vfName))
-	link("../../drivers/iavf", filepath.Join(dev(r.vf), "driver"))
-	link("../../drivers/vfio-pci", filepath.Join(dev(r.dpdkVF), "driver"))
-
-	// IPAM: a fake plugin that records its calls and hands out one address.
-	mkdir(r.bin)
-	script := "#!/bin/sh\necho \"$CNI_COMMAND $CNI_CONTAINERID\" >> " + filepath.Join(r.dir, "ipam.log") + "\n" +
-		`[ "$CNI_COMMAND" = ADD ] && echo '{"cniVersion":"0.3.1","ips":[{"version":"4","address":"10.56.217.5/24","gateway":"10.56.217.1"}]}'` + "\nexit 0\n"
-	if err := os.WriteFile(filepath.Join(r.bin, "scni-ipam"), []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
 	return r
 }
 
@@ -298,14 +253,16 @@ func (r *rig) handle(t *testing.T, name string) *netlink.Handle {
 }
 
 // cni runs the plugin in the node's netns as Multus would, returning its
-// stdout (the result or the error JSON) and whether it exited 0.
-func (r *rig) cni(t *testing.T, command, containerID, ifName, conf string) (string, bool) {
+// stdout (the result or the error JSON) and whether it exited 0. Every
+// case names the pod's interface net1.
+func (r *rig) cni(t *testing.T, command, containerID, conf string, env ...string) (string, bool) {
 	t.Helper()
+	const ifName = "net1"
 	cmd := exec.Command("nsenter", "--net=/var/run/netns/"+r.node, os.Args[0])
-	cmd.Env = append(os.Environ(), asPlugin+"=1",
+	cmd.Env = append(append(os.Environ(), asPlugin+"=1",
 		"CNI_COMMAND="+command, "CNI_CONTAINERID="+containerID, "CNI_NETNS=/var/run/netns/"+r.pod,
 		"CNI_IFNAME="+ifName, "CNI_PATH="+r.bin,
-		"SRIOV_CNI_STANDIN_SYSFS="+r.sysfs, "SRIOV_CNI_STANDIN_DIR="+filepath.Join(r.dir, "cache"))
+		"SRIOV_CNI_STANDIN_SYSFS="+r.sysfs, "SRIOV_CNI_STANDIN_DIR="+filepath.Join(r.dir, "cache")), env...)
 	cmd.Stdin = strings.NewReader(conf)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -327,135 +284,4 @@ func addrs(t *testing.T, h *netlink.Handle, l netlink.Link) []string {
 		out = append(out, a.IPNet.String())
 	}
 	return out
-}
-
-func TestAddMovesTheVFIntoThePodAndDelBringsItBack(t *testing.T) {
-	r := newRig(t)
-	const mac = "02:00:00:5c:10:00"
-	conf := `{"cniVersion":"0.3.1","name":"sriov-lane-smoke","type":"sriov","deviceID":"` + r.vf + `",
-		"runtimeConfig":{"mac":"` + strings.ToUpper(mac) + `"},"ipam":{"type":"scni-ipam"}}`
-	out, ok := r.cni(t, "ADD", "c1", "net1", conf)
-	if !ok {
-		t.Fatalf("ADD failed: %s", out)
-	}
-	var res struct {
-		Interfaces []struct{ Name, Mac, Sandbox string }
-		IPs        []struct {
-			Address   string
-			Interface *int
-		}
-	}
-	if err := json.Unmarshal([]byte(out), &res); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
-	if len(res.Interfaces) != 1 || res.Interfaces[0].Name != "net1" || res.Interfaces[0].Mac != mac ||
-		res.Interfaces[0].Sandbox != "/var/run/netns/"+r.pod || len(res.IPs) != 1 || res.IPs[0].Address != "10.56.217.5/24" ||
-		res.IPs[0].Interface == nil || *res.IPs[0].Interface != 0 {
-		t.Errorf("ADD result %s", out)
-	}
-
-	pod, node := r.handle(t, r.pod), r.handle(t, r.node)
-	in, err := pod.LinkByName("net1")
-	if err != nil {
-		t.Fatalf("net1 not in the pod: %v", err)
-	}
-	if in.Attrs().HardwareAddr.String() != mac || in.Attrs().Flags&net.FlagUp == 0 {
-		t.Errorf("net1 in the pod: MAC %s, flags %v; want %s, up", in.Attrs().HardwareAddr, in.Attrs().Flags, mac)
-	}
-	if got := addrs(t, pod, in); len(got) != 1 || got[0] != "10.56.217.5/24" {
-		t.Errorf("net1 addresses %v, want the IPAM address", got)
-	}
-	if _, err := node.LinkByName(r.vfName); err == nil {
-		t.Errorf("%s still in the node", r.vfName)
-	}
-	// The cache has upstream's keys (both halves of its NetConf).
-	cache := filepath.Join(r.dir, "cache")
-	var cached map[string]any
-	if b, err := os.ReadFile(filepath.Join(cache, "c1-net1")); err != nil || json.Unmarshal(b, &cached) != nil {
-		t.Errorf("cached conf: %v %s", err, b)
-	}
-	orig, _ := cached["OrigVfState"].(map[string]any)
-	if cached["Master"] != r.pfName || cached["deviceID"] != r.vf || cached["MAC"] != mac || cached["cniVersion"] != "0.3.1" ||
-		orig["HostIFName"] != r.vfName || orig["EffectiveMAC"] != r.vfMAC {
-		t.Errorf("cached conf %v", cached)
-	}
-	if b, err := os.ReadFile(filepath.Join(cache, "pci", r.vf)); err != nil || string(b) != "/var/run/netns/"+r.pod {
-		t.Errorf("PCI allocation %q, %v", b, err)
-	}
-	// The VF is taken while the pod's netns lives.
-	if out, ok := r.cni(t, "ADD", "c2", "net1", conf); ok || !strings.Contains(out, "already allocated") {
-		t.Errorf("second ADD of %s: ok=%v %s", r.vf, ok, out)
-	}
-
-	if out, ok := r.cni(t, "DEL", "c1", "net1", conf); !ok {
-		t.Fatalf("DEL failed: %s", out)
-	}
-	back, err := node.LinkByName(r.vfName)
-	if err != nil {
-		t.Fatalf("%s not back in the node: %v", r.vfName, err)
-	}
-	if back.Attrs().HardwareAddr.String() != r.vfMAC {
-		t.Errorf("%s MAC %s after DEL, want its own %s", r.vfName, back.Attrs().HardwareAddr, r.vfMAC)
-	}
-	if got := addrs(t, node, back); len(got) != 0 {
-		t.Errorf("%s keeps addresses %v", r.vfName, got)
-	}
-	if _, err := pod.LinkByName("net1"); err == nil {
-		t.Error("net1 still in the pod")
-	}
-	for _, p := range []string{filepath.Join(cache, "c1-net1"), filepath.Join(cache, "pci", r.vf)} {
-		if _, err := os.Stat(p); err == nil {
-			t.Errorf("%s left after DEL", p)
-		}
-	}
-	if log, _ := os.ReadFile(filepath.Join(r.dir, "ipam.log")); string(log) != "ADD c1\nDEL c1\n" {
-		t.Errorf("IPAM calls %q, want ADD then DEL of c1", log)
-	}
-	// DEL again (kubelet retries): nothing cached, success.
-	if out, ok := r.cni(t, "DEL", "c1", "net1", conf); !ok {
-		t.Errorf("repeated DEL failed: %s", out)
-	}
-}
-
-func TestDPDKVFIsReportedNotMoved(t *testing.T) {
-	r := newRig(t)
-	conf := `{"cniVersion":"0.3.1","name":"sriov-lane-smoke","type":"sriov","deviceID":"` + r.dpdkVF + `"}`
-	// Refused before anything is done: a MAC for a DPDK VF.
-	if out, ok := r.cni(t, "ADD", "c4", "net1", strings.Replace(conf, `"type"`, `"mac":"02:00:00:00:00:09","type"`, 1)); ok || !strings.Contains(out, "stand-in") {
-		t.Errorf("MAC for a DPDK VF: ok=%v %s", ok, out)
-	}
-	out, ok := r.cni(t, "ADD", "c3", "net1", conf)
-	if !ok {
-		t.Fatalf("ADD failed: %s", out)
-	}
-	var res map[string]any
-	if err := json.Unmarshal([]byte(out), &res); err != nil {
-		t.Fatal(err)
-	}
-	// As pkg/cnicommands/cni.go@v2.10.0: the interface is named with its
-	// sandbox, no MAC (no administrative MAC set), no IPs (and at 0.3.1
-	// no MTU).
-	want := `{"cniVersion":"0.3.1","interfaces":[{"name":"net1","sandbox":"/var/run/netns/` + r.pod + `"}],"dns":{}}`
-	if strings.Join(strings.Fields(out), "") != want {
-		t.Errorf("DPDK ADD result %s\nwant %s", out, want)
-	}
-	if links, _ := r.handle(t, r.pod).LinkList(); len(links) != 1 {
-		t.Errorf("pod netns has %d links, want only lo", len(links))
-	}
-	// DEL as upstream: DPDK mode is not cached, so the first DEL looks for
-	// net1 in the pod and fails; the retry finds no cache and succeeds.
-	if out, ok := r.cni(t, "DEL", "c3", "net1", conf); ok || !strings.Contains(out, "net1") {
-		t.Errorf("first DEL of a DPDK VF: ok=%v %s (upstream fails here)", ok, out)
-	}
-	if out, ok := r.cni(t, "DEL", "c3", "net1", conf); !ok {
-		t.Errorf("second DEL: %s", out)
-	}
-}
-
-func TestCmdAddNeedsDeviceID(t *testing.T) {
-	p := &plugin{sysfs: t.TempDir(), cniDir: t.TempDir()}
-	err := p.add(&skel.CmdArgs{StdinData: []byte(`{"cniVersion":"0.3.1","name":"n","type":"sriov"}`)})
-	if err == nil || !strings.Contains(err.Error(), "VF pci addr is required") {
-		t.Errorf("no deviceID: %v", err)
-	}
 }

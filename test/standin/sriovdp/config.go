@@ -22,6 +22,9 @@ type resourceConfig struct {
 	ExcludeTopology bool                         `json:"excludeTopology,omitempty"`
 	Selectors       *json.RawMessage             `json:"selectors,omitempty"`
 	AdditionalInfo  map[string]map[string]string `json:"additionalInfo,omitempty"`
+	// SelectorObjs has no JSON tag upstream either: a "selectorObjs" key
+	// that is not a list fails the whole file there, and here.
+	SelectorObjs []any
 
 	selectors []*netSelector
 }
@@ -56,11 +59,15 @@ const (
 var validResourceName = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
 
 // readConfig decodes config.json as cmd/sriovdp/manager.go readConfig does:
-// plain json.Unmarshal (unknown keys ignored), deviceType defaulting to
-// netDevice, an unknown deviceType failing the whole file, and a pool whose
-// selectors do not decode left out with a warning. The stand-in refuses
-// the device types it does not implement (accelerator, auxNetDevice) and
-// needVhostNet, rather than serving them wrongly.
+// plain json.Unmarshal (unknown keys ignored, keys matched
+// case-insensitively), deviceType defaulting to netDevice, an unknown
+// deviceType failing the whole file, and a pool whose selectors do not
+// decode left out with a warning. A pool without "selectors" (or with
+// "selectors": null) is a nil *json.RawMessage that upstream dereferences:
+// the plugin panics, and so the stand-in ends as a panic does (exit 2).
+// The stand-in refuses the device types it does not implement
+// (accelerator, auxNetDevice) and needVhostNet, rather than serving them
+// wrongly.
 func readConfig(raw []byte, warnf func(string, ...any)) ([]*resourceConfig, error) {
 	var list resourceConfList
 	if err := json.Unmarshal(raw, &list); err != nil {
@@ -74,18 +81,21 @@ func readConfig(raw []byte, warnf func(string, ...any)) ([]*resourceConfig, erro
 			rc.DeviceType = netDeviceType
 		case netDeviceType:
 		case acceleratorType, auxNetDeviceType:
-			return nil, fmt.Errorf("resource %s: deviceType %q is not supported by the stand-in device plugin (netDevice only)", rc.ResourceName, rc.DeviceType)
+			return nil, &exit{code: 1, err: fmt.Errorf("resource %s: deviceType %q is not supported by the stand-in device plugin (netDevice only)", rc.ResourceName, rc.DeviceType)}
 		default:
 			return nil, fmt.Errorf("unsupported deviceType:  %q", rc.DeviceType)
 		}
-		sels, err := parseObjectOrSlice(rc.Selectors)
+		if rc.Selectors == nil {
+			return nil, panicked("resource %q has no selectors: upstream dereferences the nil *json.RawMessage (pkg/factory/factory.go parseObjectOrSlice)", rc.ResourceName)
+		}
+		sels, err := parseObjectOrSlice(*rc.Selectors)
 		if err != nil {
-			warnf("unable to get SelectorObj from selectors list for deviceType %s: %v (resource %s left out)", rc.DeviceType, err, rc.ResourceName)
+			warnf("unable to get SelectorObj from selectors list:'%s' for deviceType: %s error: %s", *rc.Selectors, rc.DeviceType, err)
 			continue
 		}
 		for j, s := range sels {
-			if s.NeedVhostNet {
-				return nil, fmt.Errorf("resource %s: selectors[%d]: needVhostNet is not supported by the stand-in device plugin", rc.ResourceName, j)
+			if s != nil && s.NeedVhostNet {
+				return nil, &exit{code: 1, err: fmt.Errorf("resource %s: selectors[%d]: needVhostNet is not supported by the stand-in device plugin", rc.ResourceName, j)}
 			}
 		}
 		rc.selectors = sels
@@ -95,30 +105,20 @@ func readConfig(raw []byte, warnf func(string, ...any)) ([]*resourceConfig, erro
 }
 
 // parseObjectOrSlice is pkg/factory/factory.go parseObjectOrSlice: one
-// selector object, or a non-empty list of them. (Upstream dereferences a
-// missing "selectors" and panics; the stand-in says so instead.)
-func parseObjectOrSlice(raw *json.RawMessage) ([]*netSelector, error) {
-	if raw == nil {
-		return nil, fmt.Errorf("no selectors")
-	}
+// selector object, or a non-empty list of them. A JSON null, alone or in
+// the list, decodes to a nil selector as upstream's does; validConfigs
+// meets it first.
+func parseObjectOrSlice(raw json.RawMessage) ([]*netSelector, error) {
 	var one *netSelector
-	if err := json.Unmarshal(*raw, &one); err == nil {
-		if one == nil {
-			return nil, fmt.Errorf("selectors is null")
-		}
+	if err := json.Unmarshal(raw, &one); err == nil {
 		return []*netSelector{one}, nil
 	}
 	var many []*netSelector
-	if err := json.Unmarshal(*raw, &many); err != nil {
-		return nil, fmt.Errorf("error unmarshalling selectors: %v", err)
+	if err := json.Unmarshal(raw, &many); err != nil {
+		return nil, fmt.Errorf("error unmarshalling *types.NetDeviceSelectors bytes %v", err)
 	}
 	if len(many) == 0 {
 		return nil, fmt.Errorf("error, need at least one selector, got 0")
-	}
-	for _, s := range many {
-		if s == nil {
-			return nil, fmt.Errorf("a selector is null")
-		}
 	}
 	return many, nil
 }
@@ -133,24 +133,31 @@ func (rc *resourceConfig) prefix(defaultPrefix string) string {
 }
 
 // validConfigs is cmd/sriovdp/manager.go validConfigs with
-// netdevice/netDeviceProvider.go ValidConfig: a valid resourceName, unique
-// "<prefix>/<name>", and no selector with both isRdma and vdpaType.
+// netdevice/netDeviceProvider.go ValidConfig, in their order: a valid
+// resourceName, a unique "<prefix>/<name>", and then each selector, where
+// a nil one (JSON null) is dereferenced (a panic upstream) and isRdma with
+// vdpaType is refused. Upstream logs the reason and glog.Fatalf's: the
+// errors are ends with exit status 2 (see exit).
 func validConfigs(list []*resourceConfig, defaultPrefix string) error {
+	const fatal = "Exiting.. one or more invalid configuration(s) given: "
 	seen := map[string]bool{}
 	for _, rc := range list {
 		if !validResourceName.MatchString(rc.ResourceName) {
-			return fmt.Errorf("resource name %q contains invalid characters", rc.ResourceName)
+			return fatalf(fatal+"resource name %q contains invalid characters", rc.ResourceName)
 		}
 		name := rc.prefix(defaultPrefix) + "/" + rc.ResourceName
 		if seen[name] {
-			return fmt.Errorf("resource name %q already exists", name)
+			return fatalf(fatal+"resource name %q already exists", name)
 		}
-		seen[name] = true
 		for _, s := range rc.selectors {
+			if s == nil {
+				return panicked("resource %q has a null selector: upstream dereferences it (netdevice/netDeviceProvider.go ValidConfig)", rc.ResourceName)
+			}
 			if s.IsRdma && s.VdpaType != "" {
-				return fmt.Errorf("invalid config: VdpaType and IsRdma are mutually exclusive options")
+				return fatalf(fatal + "invalid config: VdpaType and IsRdma are mutually exclusive options")
 			}
 		}
+		seen[name] = true
 	}
 	return nil
 }

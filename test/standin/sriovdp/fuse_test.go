@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"testing"
 
@@ -17,27 +18,22 @@ import (
 // On the rig's FUSE sysfs, what the plugin sees depends on its netns, as
 // with a real sysfs: in the node that holds the PF, physfn/net names it and
 // pfNames selects its VFs; elsewhere the PF has no name and nothing is
-// selected by pfNames.
+// selected by pfNames. Run for every NIC the fake kernel knows: the plugin
+// takes a VF's driver from its driver link, whichever driver that is.
 func TestSelectionOnTheFUSERigFollowsTheCallersNetns(t *testing.T) {
 	requireRoot(t, "serves the FUSE sysfs, makes a netns")
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		t.Skipf("needs /dev/fuse: %v", err)
 	}
+	for _, nic := range sysfs.NICs {
+		t.Run(nic.VFDriver, func(t *testing.T) { testSelectionOnTheFUSERig(t, nic) })
+	}
+}
+
+func testSelectionOnTheFUSERig(t *testing.T, nic sysfs.NIC) {
 	id := os.Getpid() % 100000
 	node, pfName := fmt.Sprintf("sdp-node-%d", id), fmt.Sprintf("sdpp%d", id)
-	t.Cleanup(func() {
-		if err := nsutil.Delete(node); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-	})
-	if err := nsutil.Create(node); err != nil {
-		t.Fatal(err)
-	}
-	nodeNs, err := netns.GetFromName(node)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { nodeNs.Close() })
+	nodeNs := nsutil.ForTest(t, node)
 	h, err := netlink.NewHandleAt(nodeNs)
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +53,8 @@ func TestSelectionOnTheFUSERigFollowsTheCallersNetns(t *testing.T) {
 	dir := t.TempDir()
 	root := filepath.Join(dir, "sys")
 	srv, err := sysfs.Serve(sysfs.ServeConfig{SysfsDir: root,
-		KernelConfig: sysfs.KernelConfig{PFs: []sysfs.PF{{Name: pfName, MAC: pf.Attrs().HardwareAddr.String()}}}})
+		KernelConfig: sysfs.KernelConfig{PFs: []sysfs.PF{{Name: pfName, MAC: pf.Attrs().HardwareAddr.String()}},
+			VFDriver: nic.VFDriver}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,8 +71,11 @@ func TestSelectionOnTheFUSERigFollowsTheCallersNetns(t *testing.T) {
 	}
 	store(t, filepath.Join(root, "bus/pci/drivers", sysfs.DriverVFIO, "bind"), vf(0, 0))
 
+	// VF 1 stays on the VF driver autoprobe bound it to.
 	cfg := `{"resourceList":[{"resourceName":"sriov_net","resourcePrefix":"kubevirt.io","deviceType":"netDevice",
-		"selectors":[{"drivers":["vfio-pci"],"pfNames":["` + pfName + `"]}]}]}`
+		"selectors":[{"drivers":["vfio-pci"],"pfNames":["` + pfName + `"]}]},
+		{"resourceName":"vf_net","resourcePrefix":"kubevirt.io","deviceType":"netDevice",
+		"selectors":[{"drivers":["` + nic.VFDriver + `"],"pfNames":["` + pfName + `"]}]}]}`
 	// Reads from a thread in the node's netns (the plugin's pod is
 	// hostNetwork there).
 	type answer struct {
@@ -89,13 +89,15 @@ func TestSelectionOnTheFUSERigFollowsTheCallersNetns(t *testing.T) {
 			inNode <- answer{err: err}
 			return
 		}
-		ids, err := selectIDs(root, cfg)
+		ids, err := selectIDs(root, cfg, hostNet{})
 		inNode <- answer{ids, err}
 	}()
-	if got := <-inNode; got.err != nil || len(got.ids["kubevirt.io/sriov_net"]) != 1 || got.ids["kubevirt.io/sriov_net"][0] != vf(0, 0) {
-		t.Errorf("in the node's netns: %v (%v), want only %s", got.ids, got.err, vf(0, 0))
+	got := <-inNode
+	want := map[string][]string{"kubevirt.io/sriov_net": {vf(0, 0)}, "kubevirt.io/vf_net": {vf(0, 1)}}
+	if got.err != nil || !reflect.DeepEqual(got.ids, want) {
+		t.Errorf("in the node's netns: %v (%v), want %v", got.ids, got.err, want)
 	}
-	if got := pools(t, root, cfg); len(got) != 0 {
-		t.Errorf("in the host's netns, where the PF is not: %v, want nothing", got)
+	if got, err := selectIDs(root, cfg, hostNet{}); err != nil || len(got) != 0 {
+		t.Errorf("in the host's netns, where the PF is not: %v (%v), want nothing", got, err)
 	}
 }

@@ -19,7 +19,8 @@ require (
 	google.golang.org/protobuf v1.36.12-0.20260120151049-f2248ac996af // indirect
 )
 
-// The stand-in shares the device selection of the stand-in k3s
-// (test/standin/devplugin) with the project's module; its own module keeps
+// The stand-in shares the rig's FUSE kernel (test/rig/sysfs), its netns
+// helper and where it finds the rig's sysfs (test/standin/rigsysfs) with the
+// project's module; its own module keeps
 // the kubelet API and gRPC out of the product's dependency graph.
 replace github.com/sriov-lane/sriov-lane => ../../..

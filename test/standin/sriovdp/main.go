@@ -1,26 +1,3 @@
-// Command sriovdp stands in for the SR-IOV network device plugin
-// (ghcr.io/k8snetworkplumbingwg/sriov-network-device-plugin:v3.11.0), whose
-// Go module the proxy refuses. It does what the plugin at v3.11.0 does for
-// netDevice pools of VFs, read in k8snetworkplumbingwg/sriov-network-device-plugin
-// at that tag (cited by path in the code):
-//
-//   - reads /etc/pcidp/config.json, picks each pool's devices once at start
-//     from sysfs with every netDevice selector, and leaves out pools with
-//     none;
-//   - serves one kubelet device plugin endpoint per pool (k8s.io/kubelet
-//     deviceplugin/v1beta1), registered through kubelet's plugin watcher
-//     when /var/lib/kubelet/plugins_registry exists (the product's pod
-//     mounts it), else by a Register call on kubelet.sock;
-//   - answers Allocate with PCIDEVICE_<prefix>_<name> and its _INFO, the
-//     VFIO device specs of vfio-pci devices, and device info files in
-//     /var/run/k8s.cni.cncf.io/devinfo/dp for Multus and sriov-cni.
-//
-// Two things are the stand-in's own. sysfs is the rig's fake one, found by
-// test/standin/rigsysfs (the product mounts no /sys into the pod). And the
-// VFIO device specs name character devices the stand-in makes (see
-// resourceServer.Allocate), because the rig has no real ones. It refuses
-// what it does not implement: accelerator and auxNetDevice pools,
-// needVhostNet and --use-cdi. It logs to stderr only.
 package main
 
 import (
@@ -30,7 +7,9 @@ import (
 	"log"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -48,6 +27,8 @@ type options struct {
 
 	// sysfsRoot is where sysfs is; "" finds it with rigsysfs.Find.
 	sysfsRoot string
+	// logRoot is where the entrypoint makes --log-dir (/var/log).
+	logRoot string
 	// pluginDir is kubelet's device plugin directory
 	// (pkg/types/types.go DeprecatedSockDir), registryDir its plugin
 	// watcher directory (SockDir).
@@ -58,6 +39,8 @@ type options struct {
 	// vfioDevDir holds the stand-in's VFIO character devices; devNull is
 	// the device whose numbers they take.
 	vfioDevDir, devNull string
+	// net answers what upstream asks netlink; nil is netlink itself.
+	net netView
 }
 
 func defaultOptions() options {
@@ -65,6 +48,7 @@ func defaultOptions() options {
 		configFile:     "/etc/pcidp/config.json",
 		resourcePrefix: "intel.com",
 		logLevel:       "10",
+		logRoot:        "/var/log",
 		pluginDir:      "/var/lib/kubelet/device-plugins",
 		registryDir:    "/var/lib/kubelet/plugins_registry",
 		devInfoDir:     "/var/run/k8s.cni.cncf.io/devinfo/dp",
@@ -77,11 +61,17 @@ var errHelp = errors.New("help requested")
 
 // parseArgs takes the arguments as the upstream image's entrypoint does
 // (images/entrypoint.sh: PARAM is what precedes the first '=', VALUE the
-// field after it; an unknown PARAM is an error and exit 1) and applies
-// them as it passes them on to sriovdp (cmd/sriovdp/main.go flags; an
-// empty --resource-prefix or --config-file keeps the default).
-func parseArgs(args []string) (options, error) {
+// field after it; an unknown PARAM is an error and exit 1; --log-dir is
+// made under /var/log) and applies them as it passes them on to sriovdp
+// (cmd/sriovdp/main.go flags; an empty --resource-prefix or --config-file
+// is not passed, which keeps the default). --log-level becomes glog's -v,
+// an integer (golang/glog glog_flags.go@v1.2.5 Level.Set: strconv.Atoi);
+// the flag package ends the process with status 2 on anything else,
+// including an empty value, after which -v takes the next word of the
+// command line.
+func parseArgs(args []string, logRoot string) (options, error) {
 	o := defaultOptions()
+	o.logRoot = logRoot
 	for _, a := range args {
 		fields := strings.Split(a, "=")
 		param, value := fields[0], ""
@@ -106,11 +96,19 @@ func parseArgs(args []string) (options, error) {
 		case "--use-cdi":
 			o.useCDI = true
 		default:
-			return o, fmt.Errorf("ERROR: unknown parameter %q", param)
+			return o, &exit{code: 1, err: fmt.Errorf("ERROR: unknown parameter %q", param)}
 		}
 	}
+	if o.logDir != "" {
+		if err := os.MkdirAll(filepath.Join(o.logRoot, o.logDir), 0o755); err != nil {
+			return o, &exit{code: 1, err: fmt.Errorf("mkdir: %w", err)}
+		}
+	}
+	if _, err := strconv.Atoi(o.logLevel); err != nil {
+		return o, &exit{code: 2, err: fmt.Errorf("invalid value %q for flag -v: parse error", o.logLevel)}
+	}
 	if o.useCDI {
-		return o, fmt.Errorf("--use-cdi is not supported by the stand-in device plugin")
+		return o, &exit{code: 1, err: fmt.Errorf("--use-cdi is not supported by the stand-in device plugin")}
 	}
 	return o, nil
 }
@@ -128,28 +126,40 @@ const usage = `This is an entrypoint script for SR-IOV Network Device Plugin (st
 
 func main() {
 	log.SetPrefix("sriovdp (stand-in): ")
-	o, err := parseArgs(os.Args[1:])
+	o, err := parseArgs(os.Args[1:], "/var/log")
 	if errors.Is(err, errHelp) {
 		fmt.Print(usage)
 		return
 	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		fmt.Fprint(os.Stderr, usage)
-		os.Exit(1)
+	if err == nil {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM, syscall.SIGQUIT)
+		err = run(ctx, o, nil)
+		stop()
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM, syscall.SIGQUIT)
-	defer stop()
-	if err := run(ctx, o, nil); err != nil {
+	if err != nil {
 		log.Print(err)
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
 }
 
-// run serves until ctx ends. ready, when not nil, receives the servers
-// once they are started (tests).
+// exitCode is the status err ends the process with (see exit); an error
+// of the stand-in's own is 1.
+func exitCode(err error) int {
+	var e *exit
+	if errors.As(err, &e) {
+		return e.code
+	}
+	return 1
+}
+
+// run serves until ctx ends, or returns how the process ends. ready, when
+// not nil, receives the servers once they are started (tests).
 func run(ctx context.Context, o options, ready func([]*resourceServer)) error {
 	warnf := func(f string, a ...any) { log.Printf(f, a...) }
+	nv := o.net
+	if nv == nil {
+		nv = hostNet{}
+	}
 	root := o.sysfsRoot
 	if root == "" {
 		var err error
@@ -160,22 +170,24 @@ func run(ctx context.Context, o options, ready func([]*resourceServer)) error {
 	log.Printf("sysfs at %s", root)
 	raw, err := os.ReadFile(o.configFile)
 	if err != nil {
-		return fmt.Errorf("error reading file %s, %v", o.configFile, err)
+		return returned("error getting resources from file error reading file %s, %v", o.configFile, err)
 	}
 	list, err := readConfig(raw, warnf)
+	var e *exit
+	if errors.As(err, &e) {
+		return err
+	}
 	if err != nil {
-		return fmt.Errorf("error getting resources from file: %w", err)
+		return returned("error getting resources from file %v", err)
 	}
 	if len(list) == 0 {
-		// Upstream logs this and returns from main: exit status 0.
-		log.Print("no resource configuration; exiting")
-		return nil
+		return returned("no resource configuration; exiting")
 	}
 	if err := validConfigs(list, o.resourcePrefix); err != nil {
-		return fmt.Errorf("Exiting.. one or more invalid configuration(s) given: %w", err)
+		return err
 	}
-	pools, err := selectPools(root, list, warnf)
-	if err != nil {
+	pools := selectPools(root, list, nv, warnf)
+	if err := uioRefused(pools); err != nil {
 		return err
 	}
 	// utils.DetectPluginWatchMode: the plugins_registry directory exists.
@@ -192,6 +204,9 @@ func run(ctx context.Context, o options, ready func([]*resourceServer)) error {
 			rs.stop()
 		}
 	}()
+	// A server whose restart fails ends the process (resources/server.go
+	// Watch: glog.Fatalf).
+	fatal := make(chan error, len(list))
 	for _, rc := range list {
 		devs, ok := pools[rc]
 		if !ok {
@@ -209,12 +224,20 @@ func run(ctx context.Context, o options, ready func([]*resourceServer)) error {
 		}
 		servers = append(servers, rs)
 		if !pluginWatch {
-			go rs.watch(ctx)
+			go func() {
+				if err := rs.watch(ctx); err != nil {
+					fatal <- err
+				}
+			}()
 		}
 	}
 	if ready != nil {
 		ready(servers)
 	}
-	<-ctx.Done()
-	return nil
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-fatal:
+		return err
+	}
 }

@@ -82,12 +82,15 @@ func (rs *resourceServer) resourceName() string { return rs.prefix + "/" + rs.rc
 
 // start cleans up, listens and, in the deprecated mode, registers with
 // kubelet (resources/server.go Start). In the plugin-watcher mode kubelet
-// finds the socket in its plugins_registry directory and asks GetInfo.
+// finds the socket in its plugins_registry directory and asks GetInfo. A
+// socket that cannot be listened on ends the plugin as upstream's main
+// does on a failed startAllServers (returning, status 0); a refused or
+// failed registration is a glog.Fatal there (status 2).
 func (rs *resourceServer) start(ctx context.Context) error {
 	_ = rs.cleanUp()
 	l, err := net.Listen("unix", rs.sockPath)
 	if err != nil {
-		return fmt.Errorf("error starting %s device plugin endpoint: %w", rs.rc.ResourceName, err)
+		return returned("error starting resource servers error starting %s device plugin endpoint: %v", rs.rc.ResourceName, err)
 	}
 	srv := grpc.NewServer()
 	if rs.pluginWatch {
@@ -103,7 +106,7 @@ func (rs *resourceServer) start(ctx context.Context) error {
 	if !rs.pluginWatch {
 		if err := rs.register(ctx); err != nil {
 			rs.stopServer()
-			return err
+			return fatalf("%w", err)
 		}
 	}
 	return nil
@@ -129,14 +132,15 @@ func (rs *resourceServer) stop() {
 
 // watch is resources/server.go Watch (deprecated mode only): kubelet
 // removes every socket in its device-plugins directory when it starts, so
-// a missing socket means a new kubelet to register with.
-func (rs *resourceServer) watch(ctx context.Context) {
+// a missing socket means a new kubelet to register with. A restart that
+// fails is returned: upstream glog.Fatalf's.
+func (rs *resourceServer) watch(ctx context.Context) error {
 	t := time.NewTicker(watchEvery)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-t.C:
 		}
 		if _, err := os.Lstat(rs.sockPath); err == nil {
@@ -145,7 +149,7 @@ func (rs *resourceServer) watch(ctx context.Context) {
 		log.Printf("server endpoint not found %s; most likely Kubelet restarted", rs.endpoint)
 		rs.stopServer()
 		if err := rs.start(ctx); err != nil {
-			log.Printf("unable to restart server %s: %v", rs.endpoint, err)
+			return fatalf("unable to restart server %v", err)
 		}
 	}
 }
@@ -415,7 +419,10 @@ func (rs *resourceServer) storeDeviceInfo(ids []string) error {
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		// saveDeviceInfo makes a missing directory with os.ModeDir as
+		// its mode, no permission bits (the product's hostPath volume
+		// makes it first, DirectoryOrCreate).
+		if err := os.MkdirAll(filepath.Dir(p), os.ModeDir); err != nil {
 			return err
 		}
 		b, err := json.Marshal(deviceInfo{Type: "pci", Version: "1.1.0", Pci: &pciDevice{PciAddress: id}})

@@ -1,6 +1,3 @@
-// Command lane-rig brings the SR-IOV stand-in rig up and down for manual
-// runs and for `make test-env`: veth PFs and a detached kernel emulator
-// process serving the fake sysfs and /dev/vfio over FUSE.
 package main
 
 import (
@@ -10,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -32,7 +30,7 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newUp(), newDown(), newEmulate(), newPushImage())
+	root.AddCommand(newUp(), newDown(), newEmulate(), newPushImage(), newEnv())
 	return root
 }
 
@@ -44,7 +42,7 @@ func absDir(dir string) (string, error) {
 }
 
 func newUp() *cobra.Command {
-	var dir, prefix, mirror string
+	var dir, prefix, mirror, vfDriver string
 	var pfs int
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -62,6 +60,7 @@ func newUp() *cobra.Command {
 				Dir: d, PFs: pfs, Prefix: prefix,
 				EmulatorCommand: []string{self, "emulate", "--dir", d},
 				ImageMirror:     mirror,
+				VFDriver:        vfDriver,
 			})
 			if err != nil {
 				return err
@@ -69,16 +68,31 @@ func newUp() *cobra.Command {
 			for _, pf := range s.PFs {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\t%s\n", pf.Name, pf.MAC, pf.BDF)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "sysfs %s, emulator pid %d, lane config %s\n",
-				s.SysfsRoot, s.EmulatorPID, filepath.Join(d, rig.LaneFile))
+			nic, err := sysfs.NICForVFDriver(s.VFDriver)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "sysfs %s (%s: PFs on %s, VFs on %s), emulator pid %d, lane config %s\n",
+				s.SysfsRoot, nic.Model, nic.PFDriver, nic.VFDriver, s.EmulatorPID, filepath.Join(d, rig.LaneFile))
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", "", "directory for the rig's files (sys/, dev/vfio, rig.json, lane.yaml)")
 	cmd.Flags().IntVar(&pfs, "pfs", 2, "number of stand-in PFs")
 	cmd.Flags().StringVar(&prefix, "prefix", rig.DefaultPrefix, "name prefix of the PF links")
+	cmd.Flags().StringVar(&vfDriver, "vf-driver", sysfs.NICs[0].VFDriver, "kernel driver of the fake VFs, which picks the NIC the fake kernel stands in for: "+knownNICs()+
+		"; not the lane's vfDriver (netdevice VFs stay on this driver)")
 	cmd.Flags().StringVar(&mirror, "image-mirror", "", "imageRegistryMirror for the rig's lane config (make test-env serves the component images at the address in $SRIOV_LANE_TEST_ASSETS/rig-image-mirror)")
 	return cmd
+}
+
+// knownNICs lists the --vf-driver values with the NIC each stands for.
+func knownNICs() string {
+	var out []string
+	for _, n := range sysfs.NICs {
+		out = append(out, fmt.Sprintf("%s (%s, PF on %s)", n.VFDriver, n.Model, n.PFDriver))
+	}
+	return strings.Join(out, ", ")
 }
 
 func newDown() *cobra.Command {

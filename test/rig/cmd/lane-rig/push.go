@@ -39,19 +39,14 @@ func newPushImage() *cobra.Command {
 		Short: "Push a local image to a registry (plain HTTP) with uncompressed layers; nothing if it is there already",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			repo, tag, ok := strings.Cut(args[1], ":")
-			if !ok || repo == "" || tag == "" {
-				return fmt.Errorf("destination %q: want REPOSITORY:TAG", args[1])
-			}
 			docker, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 			if err != nil {
 				return err
 			}
 			defer docker.Close()
-			p := &pusher{base: "http://" + registry + "/v2/" + repo, http: http.DefaultClient}
-			pushed, err := p.push(cmd.Context(), docker, args[0], tag)
+			pushed, err := pushImage(cmd.Context(), docker, registry, args[0], args[1])
 			if err != nil {
-				return fmt.Errorf("pushing %s to %s/%s: %w", args[0], registry, args[1], err)
+				return err
 			}
 			if pushed {
 				fmt.Fprintf(cmd.OutOrStdout(), "pushed %s as %s/%s\n", args[0], registry, args[1])
@@ -61,6 +56,21 @@ func newPushImage() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&registry, "registry", "127.0.0.1:5000", "registry host:port, spoken to over plain HTTP")
 	return cmd
+}
+
+// pushImage pushes the local image to registry as dest (REPOSITORY:TAG),
+// reporting whether it had to: nothing is sent when the registry has it.
+func pushImage(ctx context.Context, docker *client.Client, registry, local, dest string) (bool, error) {
+	repo, tag, ok := strings.Cut(dest, ":")
+	if !ok || repo == "" || tag == "" {
+		return false, fmt.Errorf("destination %q: want REPOSITORY:TAG", dest)
+	}
+	p := &pusher{base: "http://" + registry + "/v2/" + repo, http: http.DefaultClient}
+	pushed, err := p.push(ctx, docker, local, tag)
+	if err != nil {
+		return false, fmt.Errorf("pushing %s to %s/%s: %w", local, registry, dest, err)
+	}
+	return pushed, nil
 }
 
 type pusher struct {
@@ -84,7 +94,7 @@ type manifest struct {
 // push returns false when the registry already has tag as this image
 // with plain-tar layers: the image ID is the digest of its config.
 func (p *pusher) push(ctx context.Context, docker *client.Client, image, tag string) (bool, error) {
-	insp, _, err := docker.ImageInspectWithRaw(ctx, image)
+	insp, err := docker.ImageInspect(ctx, image)
 	if err != nil {
 		return false, err
 	}

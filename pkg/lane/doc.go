@@ -1,0 +1,29 @@
+// Package lane is what sriov-lane's commands do to a lane: up, down,
+// repair and reset, each holding the lane's journal and its lock, and the
+// read-only ones (check, status, plan's images, export). It puts pkg/sriov,
+// pkg/provider, pkg/cni and pkg/reset together; what any of them does on
+// its own lives there.
+//
+// Where things live (TestDocFileMap keeps this list true):
+//   - session.go:    Session, one command's hold on a lane; openLane, the
+//     lock down, repair and reset start from
+//   - up.go:         Up, the order of its steps (UpSteps) and the runner
+//     that undoes them on failure or Ctrl-C
+//   - steps.go:      every step of up, each journalling what it changes
+//   - undo.go:       every undoer the lane's journal needs, the lane's own
+//     and pkg/sriov's and pkg/provider's merged
+//   - files.go:      files written outside the lane dir, journalled and
+//     backed up (kubeconfig, kubevirtci's files)
+//   - hooks.go:      post-up and pre-down hooks and their environment
+//   - kubevirtci.go: what kubevirtci's cluster-up reads (--kubevirtci)
+//   - hostsysctl.go: the host sysctls kubelet changes, given back by the
+//     host's last lane
+//   - down.go:       Down, from the journal alone
+//   - repair.go:     Repair, PFs back into restarted agents
+//   - reset.go:      Reset: pkg/reset's deletes, then repair, then up's wait
+//   - check.go:      check's host preflight, also up's first step
+//   - pfs.go:        the PF discovery check shows, as up's lease sees it
+//   - describe.go:   status
+//   - images.go:     every image a lane pulls (plan --images, load)
+//   - export.go:     export logs
+package lane

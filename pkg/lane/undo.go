@@ -1,0 +1,71 @@
+package lane
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/docker/docker/client"
+
+	"github.com/sriov-lane/sriov-lane/pkg/config"
+	"github.com/sriov-lane/sriov-lane/pkg/journal"
+	"github.com/sriov-lane/sriov-lane/pkg/provider"
+	"github.com/sriov-lane/sriov-lane/pkg/sriov"
+	"github.com/sriov-lane/sriov-lane/pkg/statedir"
+)
+
+// Undoers reverses everything the lane journals.
+func (c *Session) Undoers() journal.Undoers {
+	return undoers(c.Lane, c.Docker, c.Provider, false)
+}
+
+// undoers reverses everything the lane journals; force lets PFs return to
+// the current netns even if they were taken from another.
+func undoers(l *config.Lane, cli *client.Client, p *provider.Provider, force bool) journal.Undoers {
+	return sriov.Undoers(sriov.Restorer{Sysfs: sriov.Sysfs{Root: l.SysfsRoot}, Docker: cli, Force: force, VFIODir: l.VFIODir}).
+		Merge(provider.Undoers(p), laneUndoers())
+}
+
+// laneUndoers are the undoers of the lane's own operations.
+func laneUndoers() journal.Undoers {
+	return journal.Undoers{OpFile: undoFile, OpHostSysctls: undoHostSysctls}
+}
+
+// undoFile puts back the file writeOutsideFile replaced, or removes the one
+// it made.
+func undoFile(_ context.Context, e *journal.Entry) (string, error) {
+	var r fileRecord
+	if err := e.Decode(&r); err != nil {
+		return "", err
+	}
+	if r.Backup != "" {
+		if _, err := os.Stat(r.Backup); err == nil {
+			b, err := os.ReadFile(r.Backup)
+			if err != nil {
+				return "", err
+			}
+			if err := os.WriteFile(r.Path, b, 0o600); err != nil {
+				return "", fmt.Errorf("restoring %s: %w", r.Path, err)
+			}
+			os.Remove(r.Backup)
+			return "restored " + r.Path, nil
+		}
+		// Backup never made: the file was never replaced.
+		return "", nil
+	}
+	if err := os.Remove(r.Path); err != nil && !os.IsNotExist(err) {
+		return "", fmt.Errorf("removing %s: %w", r.Path, err)
+	}
+	return "", nil
+}
+
+// undoHostSysctls drops the lane's hold on the host sysctls; the host's
+// last lane gives back what kubelet changed (hostsysctl.go).
+func undoHostSysctls(_ context.Context, e *journal.Entry) (string, error) {
+	var rec sysctlRecord
+	if err := e.Decode(&rec); err != nil {
+		return "", err
+	}
+	h := sysctlHost{Root: "/proc/sys", StateDir: rec.StateDir}
+	return h.release(rec.Lane, func(lane string) bool { return statedir.Dir(rec.StateDir).Lane(lane).HasJournal() })
+}

@@ -1,0 +1,114 @@
+package provider
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/client"
+
+	"github.com/sriov-lane/sriov-lane/pkg/config"
+	"github.com/sriov-lane/sriov-lane/test/testutil"
+)
+
+// On the rig: the topology manager flags reach the agents' k3s (kubelet)
+// command lines, and the server's datastore dir is a tmpfs that holds the
+// stand-in's etcd, as it would k3s's. Read through the Docker API.
+func TestRigTopologyAndDatastoreTmpfs(t *testing.T) {
+	p, cli := rig(t)
+	name := testutil.TakeSlot(t).Lane(0)
+	l := testLane(t, name, 1)
+	l.Kubelet.TopologyManagerPolicy = config.TopologyPolicyRestricted
+	l.Kubelet.TopologyManagerScope = config.TopologyScopePod
+	// Cleanups run last-registered first: this check runs after the delete.
+	t.Cleanup(func() {
+		if _, err := cli.VolumeInspect(context.Background(), DatastoreVolumeName(name)); !cerrdefs.IsNotFound(err) {
+			t.Errorf("volume %s left after delete (%v)", DatastoreVolumeName(name), err)
+		}
+	})
+	cleanupLane(t, p, cli, name)
+	ctx := context.Background()
+	if err := p.Create(ctx, l, CreateOptions{}); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+
+	agent, err := cli.ContainerInspect(ctx, NodeName(name, RoleAgent, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"--kubelet-arg=topology-manager-policy=restricted", "--kubelet-arg=topology-manager-scope=pod", "--kubelet-arg=cpu-manager-policy=static"} {
+		if !slices.Contains(agent.Args, want) && !slices.Contains(agent.Config.Cmd, want) {
+			t.Errorf("agent command %v lacks %s", agent.Config.Cmd, want)
+		}
+	}
+	srv, err := cli.ContainerInspect(ctx, NodeName(name, RoleServer, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.ContainsFunc(srv.Config.Cmd, func(s string) bool { return strings.Contains(s, "topology-manager") }) {
+		t.Errorf("server got the agents' topology flags: %v", srv.Config.Cmd)
+	}
+	var found bool
+	for _, m := range srv.Mounts {
+		if m.Destination == ServerDatastoreDir {
+			found = true
+			if m.Name != DatastoreVolumeName(name) {
+				t.Errorf("%s is volume %q, want %s", ServerDatastoreDir, m.Name, DatastoreVolumeName(name))
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("server has no mount at %s: %+v", ServerDatastoreDir, srv.Mounts)
+	}
+	for _, m := range agent.Mounts {
+		if m.Destination == ServerDatastoreDir {
+			t.Errorf("agent has the datastore mount: %+v", m)
+		}
+	}
+	vol, err := cli.VolumeInspect(ctx, DatastoreVolumeName(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vol.Options["type"] != "tmpfs" || vol.Labels[labelK3dCluster] != name {
+		t.Errorf("volume options %v labels %v", vol.Options, vol.Labels)
+	}
+	// Inside the server: the dir is a tmpfs mount, and etcd's data is on it.
+	r, err := p.exec(ctx, srv.ID, []string{"cat", "/proc/mounts"}, nil)
+	if err != nil || r.ExitCode != 0 {
+		t.Fatalf("reading the server's mounts: %v %+v", err, r)
+	}
+	var fstype string
+	for _, line := range strings.Split(r.Stdout, "\n") {
+		if f := strings.Fields(line); len(f) > 2 && f[1] == ServerDatastoreDir {
+			fstype = f[2]
+		}
+	}
+	if fstype != "tmpfs" {
+		t.Errorf("%s in the server is %q, want tmpfs:\n%s", ServerDatastoreDir, fstype, r.Stdout)
+	}
+	r, err = p.exec(ctx, srv.ID, []string{"ls", ServerDatastoreDir + "/etcd/member"}, nil)
+	if err != nil || r.ExitCode != 0 || !strings.Contains(r.Stdout, "wal") {
+		t.Errorf("etcd data not under %s/etcd: %v %+v", ServerDatastoreDir, err, r)
+	}
+}
+
+// assertDatastoreOnDisk: with datastoreOnTmpfs false no volume is made and
+// the dir is the container's own (TestRigRegistryAndLoad's cluster).
+func assertDatastoreOnDisk(t *testing.T, cli *client.Client, name string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := cli.VolumeInspect(ctx, DatastoreVolumeName(name)); !cerrdefs.IsNotFound(err) {
+		t.Errorf("volume %s exists with datastoreOnTmpfs false (%v)", DatastoreVolumeName(name), err)
+	}
+	srv, err := cli.ContainerInspect(ctx, NodeName(name, RoleServer, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range srv.Mounts {
+		if m.Destination == ServerDatastoreDir {
+			t.Errorf("server has a mount at %s: %+v", ServerDatastoreDir, m)
+		}
+	}
+}

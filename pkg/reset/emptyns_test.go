@@ -1,0 +1,109 @@
+package reset
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/sriov-lane/sriov-lane/pkg/kube"
+	"github.com/sriov-lane/sriov-lane/test/apiserver"
+)
+
+// Against a real kube-apiserver without kube-controller-manager, only
+// reset's own emptying can finish a namespace: it deletes pods first and
+// nothing else while one remains, waits for finalizers on the content, and
+// finalizes the namespace only once a list of every type finds nothing.
+func TestEmptyNamespacesFinalizesOnlyEmptyNamespaces(t *testing.T) {
+	cfg := apiserver.StartForTest(t)
+	kc, err := kube.ForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := kc.Typed
+	ctx := t.Context()
+
+	mkNamespace(t, cs, "job-a")
+	mkNamespace(t, cs, "job-b")
+	// job-a: plain content. job-b: a pod held by a finalizer, and a
+	// ConfigMap that must outlive it.
+	for _, ns := range []string{"job-a", "job-b"} {
+		if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "data"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := cs.CoreV1().Secrets("job-a").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// No controller-manager makes the namespace's default ServiceAccount.
+	if _, err := cs.CoreV1().ServiceAccounts("job-b").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const hold = "example.com/hold"
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "held", Finalizers: []string{hold}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+	}
+	if _, err := cs.CoreV1().Pods("job-b").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	refs := map[string]objectRef{}
+	for _, name := range []string{"job-a", "job-b"} {
+		ns, err := cs.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cs.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		refs[name] = objectRef{Version: "v1", Resource: "namespaces", Name: name, UID: ns.UID}
+	}
+
+	// job-a empties and goes; job-b cannot while its pod is held.
+	sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	err = emptyNamespaces(sctx, kc, []objectRef{refs["job-a"], refs["job-b"]}, testLogger(t))
+	cancel()
+	if err == nil || !strings.Contains(err.Error(), "namespace job-b") || !strings.Contains(err.Error(), "1 pods (finalizers ["+hold+"])") {
+		t.Errorf("emptying a namespace whose pod is held: %v, want it to name the held pod", err)
+	}
+	if _, err := cs.CoreV1().Namespaces().Get(ctx, "job-a", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("namespace job-a not gone after emptying: %v", err)
+	}
+	ns, err := cs.CoreV1().Namespaces().Get(ctx, "job-b", metav1.GetOptions{})
+	if err != nil || len(ns.Spec.Finalizers) == 0 {
+		t.Fatalf("namespace job-b finalized with a pod in it: %+v, %v", ns.Spec, err)
+	}
+	cm, err := cs.CoreV1().ConfigMaps("job-b").Get(ctx, "data", metav1.GetOptions{})
+	if err != nil || cm.DeletionTimestamp != nil {
+		t.Errorf("ConfigMap in job-b deleted before its pod was gone: %v, %v", cm.DeletionTimestamp, err)
+	}
+
+	// Once the pod's finalizer goes, so do the rest and the namespace.
+	patch := []byte(`{"metadata":{"finalizers":null}}`)
+	if _, err := cs.CoreV1().Pods("job-b").Patch(ctx, "held", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel = context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := emptyNamespaces(sctx, kc, []objectRef{refs["job-b"]}, testLogger(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitNamespacesGone(sctx, cs, []objectRef{refs["job-b"]}); err != nil {
+		t.Error(err)
+	}
+
+	// A namespace made again under the name is not reset's to finalize.
+	mkNamespace(t, cs, "job-a")
+	if err := finalizeNamespace(ctx, kc, refs["job-a"]); err != nil {
+		t.Fatal(err)
+	}
+	again, err := cs.CoreV1().Namespaces().Get(ctx, "job-a", metav1.GetOptions{})
+	if err != nil || again.DeletionTimestamp != nil || len(again.Spec.Finalizers) == 0 {
+		t.Errorf("the new job-a was touched: %+v, %v", again, err)
+	}
+}

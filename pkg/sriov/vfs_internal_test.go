@@ -1,0 +1,109 @@
+package sriov
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sriov-lane/sriov-lane/pkg/journal"
+	"github.com/sriov-lane/sriov-lane/test/rig/sysfs"
+	"github.com/sriov-lane/sriov-lane/test/testutil"
+)
+
+// A netdevice VF that ends up with no driver, or on vfio-pci, fails its
+// bind at once with what was found, instead of leaving the device plugin
+// to advertise fewer VFs than up waits for. The VFs are created with
+// autoprobe off, as ConfigureVFs does, and given a driver_override first,
+// as driverctl or a udev rule would on a real host.
+func TestNetdeviceVFWithoutNetdevDriverFailsAtOnce(t *testing.T) {
+	testutil.RequireRoot(t)
+	dir := t.TempDir()
+	// No PeerNetns: a VF bound to iavf gets no netdev, as with a driver
+	// that never registers one.
+	srv, err := sysfs.Serve(sysfs.ServeConfig{SysfsDir: filepath.Join(dir, "sys"),
+		KernelConfig: sysfs.KernelConfig{PFs: []sysfs.PF{{Name: "sxd0", MAC: "02:00:00:5e:00:11"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	j, err := journal.Open(filepath.Join(dir, "lane", "journal.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.Close() })
+	s := &Session{Journal: j, Sysfs: Sysfs{Root: filepath.Join(dir, "sys")}}
+	pf := sysfs.PFBDF(0)
+	if err := WriteFile(s.Sysfs.Attr(pf, "sriov_drivers_autoprobe"), "0"); err != nil {
+		t.Fatal(err)
+	}
+	if err := setNumVFs(s.Sysfs, pf, 3); err != nil {
+		t.Fatal(err)
+	}
+	vf := func(j int) VF { return VF{PCI: sysfs.VFBDF(pf, j), Index: j} }
+	if err := WriteFile(s.Sysfs.Attr(vf(0).PCI, "driver_override"), "nosuch"); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteFile(s.Sysfs.Attr(vf(1).PCI, "driver_override"), "vfio-pci"); err != nil {
+		t.Fatal(err)
+	}
+
+	cases := []struct {
+		vf     VF
+		driver string
+		want   []string
+	}{
+		{vf(0), "", []string{"no driver bound after drivers_probe", "VF 0x8086:0x154c", `driver_override "nosuch"`, "modalias"}},
+		{vf(1), "vfio-pci", []string{"bound to vfio-pci, which registers no netdev", `driver_override "vfio-pci"`}},
+	}
+	for _, c := range cases {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		start := time.Now()
+		_, err := s.bindNetdevice(ctx, pf, c.vf, nil)
+		cancel()
+		if err == nil {
+			t.Fatalf("VF %s: bound with no usable driver", c.vf.PCI)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("VF %s: error %q does not say %q", c.vf.PCI, err, w)
+			}
+		}
+		// At once: not after the netdev wait.
+		if d := time.Since(start); d > time.Second || errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("VF %s: failed after %s (%v): it waited", c.vf.PCI, d, err)
+		}
+		if got, _ := s.Sysfs.Driver(c.vf.PCI); got != c.driver {
+			t.Errorf("VF %s on %q, want %q", c.vf.PCI, got, c.driver)
+		}
+	}
+
+	// A kernel driver that registers no netdev is given the kernel's time
+	// (bounded by ctx here), then named.
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err = s.bindNetdevice(ctx, pf, vf(2), nil)
+	if err == nil || !strings.Contains(err.Error(), "bound to iavf, but it registered no netdev") {
+		t.Fatalf("VF on iavf without a netdev: %v", err)
+	}
+
+	got := s.Sysfs.ListVFs(pf)
+	want := []VF{{PCI: vf(0).PCI, Index: 0}, {PCI: vf(1).PCI, Index: 1, Driver: "vfio-pci"}, {PCI: vf(2).PCI, Index: 2, Driver: "iavf"}}
+	if len(got) != len(want) {
+		t.Fatalf("ListVFs = %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("ListVFs[%d] = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	if d := s.Sysfs.VFDrivers(pf); d["none"] != 1 || d["vfio-pci"] != 1 || d["iavf"] != 1 {
+		t.Errorf("VFDrivers = %v", d)
+	}
+	// The journal still undoes what was done (the binds it recorded).
+	if err := journal.Reverse(context.Background(), j, Undoers(s.Restorer()), journal.ReverseOptions{}); err != nil {
+		t.Fatalf("reverse: %v", err)
+	}
+}

@@ -1,0 +1,86 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sriov-lane/sriov-lane/pkg/provider"
+	"github.com/sriov-lane/sriov-lane/test/rig"
+	"github.com/sriov-lane/sriov-lane/test/testutil"
+)
+
+// A lane whose nodes cannot pull an image, tried as a
+// new user would: the rig's lane without its imageRegistryMirror, so every
+// node pulls its images from their own registries (k3s's sandbox image from
+// Docker Hub first), which no build machine can resolve. up says so while it waits (pod, node, image, the runtime's
+// reason and what to do) long before its timeout, keeps waiting, then fails
+// naming the pods that hold the nodes back and undoes itself.
+func TestUpWithoutMirrorSaysNodesCannotPull(t *testing.T) {
+	t.Parallel() // own rig, lane name and API port (see TestMain)
+	requireRig(t)
+	// One agent: the nodes' pulls are the point.
+	s := testutil.TakeSlot(t)
+	r := rig.NewForTest(t, 1, s.RigPrefix())
+	l := newLane(t, r, s, 0)
+	l.cfg.Agents = 1
+	l.cfg.ImageRegistryMirror = ""
+	const timeout = 90 * time.Second
+	l.cfg.WaitTimeout.Duration = timeout
+	writeLane(t, l)
+
+	cmd, lines := startUp(t, l)
+	var out []string
+	var reported time.Time
+	var report, hint string
+	for line := range lines {
+		out = append(out, line)
+		switch {
+		case report == "" && strings.HasPrefix(strings.TrimSpace(line), "! pod ") && strings.Contains(line, " cannot pull "):
+			reported, report = time.Now(), line
+		case report != "" && hint == "" && strings.Contains(line, "imageRegistryMirror"):
+			hint = line
+		}
+	}
+	ended := time.Now()
+	all := strings.Join(out, "\n")
+	if code := cmd.ProcessState.ExitCode(); code != 1 {
+		t.Fatalf("up without a mirror: exit %d, want 1:\n%s", code, all)
+	}
+	if report == "" {
+		t.Fatalf("up never said that a pod cannot pull its image:\n%s", all)
+	}
+	// Reported when the pull fails, not when the wait gives up: the
+	// component pods start pulling seconds into the wait.
+	if ahead := ended.Sub(reported); ahead < timeout/2 {
+		t.Errorf("the first pull failure was reported only %s before up ended (wait timeout %s)", ahead.Round(time.Second), timeout)
+	}
+	// k3s pulls its sandbox image at run time (the rancher/k3s image holds
+	// none), so on a node that cannot pull, every pod fails there first,
+	// before any container image is tried.
+	for _, want := range []string{"cannot pull " + provider.K3sPauseImage, " on k3d-" + l.cfg.Name + "-", "(pod sandbox)", "FailedCreatePodSandBox"} {
+		if !strings.Contains(report, want) {
+			t.Errorf("the report lacks %q: %s", want, report)
+		}
+	}
+	for _, want := range []string{"imageRegistryMirror (--image-registry-mirror)", "'sriov-lane plan'", "sriov-lane load --name " + l.cfg.Name, "waiting on"} {
+		if !strings.Contains(hint, want) {
+			t.Errorf("the hint after the first report lacks %q: %q", want, hint)
+		}
+	}
+	// The timeout's error: the nodes, with the pods on them that hold them
+	// back, then every pod not Ready, those that cannot pull first.
+	for _, want := range []string{
+		"waiting for nodes", "cni plugin not initialized",
+		"  pod kube-flannel/kube-flannel-ds-",
+		"pods not Ready (",
+		"cannot pull " + provider.K3sPauseImage,
+		"images the nodes cannot pull: ",
+		"✓ undo",
+	} {
+		if !strings.Contains(all, want) {
+			t.Errorf("up's output lacks %q:\n%s", want, all)
+		}
+	}
+	assertLaneGone(t, r, l, r.State.PFs)
+}

@@ -1,0 +1,16 @@
+// Package testutil holds helpers shared by the project's tests. It lives
+// under test/ because nothing here may ever be imported by product code.
+//
+// Where things live (TestDocFileMap keeps this list true):
+//   - require.go:   a test's prerequisites (root, Docker, an image, the rig's
+//     assets and image mirror), skipped or, under
+//     SRIOV_LANE_TEST_STRICT=1, failed; the stand-in image names
+//   - slot.go:      TakeSlot, one test's own lane names, rig prefix and
+//     ports, so tests running at once never collide
+//   - leftovers.go: K3dLeftovers, what of a k3d cluster is still there
+//     after a test
+//   - links.go:     LinkList, a netlink dump retried when the kernel
+//     interrupts it
+//   - docmap.go:    CheckDocFileMap, the check behind every package's
+//     TestDocFileMap
+package testutil
