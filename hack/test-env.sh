@@ -63,6 +63,28 @@ command -v go >/dev/null 2>&1 || die "go not found (expected /usr/local/go/bin/g
 BUSYBOX=/bin/busybox
 [[ -x "${BUSYBOX}" ]] || die "${BUSYBOX} missing after installing busybox-static"
 
+# ---------------------------------------------------------------- qemu
+# The kernel tier (test/kernel) boots Debian kernels in QEMU with emulated
+# igb NICs (SR-IOV, 7 VFs): bookworm's QEMU 7.2 has no igb device,
+# bookworm-backports' has. The suite's entry reuses the URI the machine's
+# own Debian sources name, so it goes through whatever mirror they use.
+phase qemu
+BACKPORTS=/etc/apt/sources.list.d/sriov-lane-bookworm-backports.sources
+if [[ ! -s "${BACKPORTS}" ]]; then
+	uri="$(awk '/^URIs:/ && $2 !~ /security/ { print $2; exit }' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)"
+	[[ -n "${uri}" ]] || uri="$(awk '$1 == "deb" && $3 == "bookworm" { print $2; exit }' /etc/apt/sources.list 2>/dev/null || true)"
+	[[ -n "${uri}" ]] || die "no Debian bookworm URI in /etc/apt/sources.list{,.d/*.sources} to reuse for bookworm-backports"
+	printf 'Types: deb\nURIs: %s\nSuites: bookworm-backports\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' "${uri}" >"${BACKPORTS}.tmp"
+	mv -f "${BACKPORTS}.tmp" "${BACKPORTS}"
+	apt-get update -qq
+fi
+has_igb() { qemu-system-x86_64 -device help 2>/dev/null | grep -q '"igb"'; }
+if ! has_igb; then
+	log "installing qemu-system-x86 from bookworm-backports (bookworm's has no igb device)"
+	apt-get install -y -qq -t bookworm-backports --no-install-recommends qemu-system-x86 >/dev/null
+	has_igb || die "qemu-system-x86_64 from bookworm-backports has no igb device"
+fi
+
 # ---------------------------------------------------------------- runc shim
 phase runc-wrapper
 build_go_binary() { # dir out: rebuild only when the source is newer

@@ -58,6 +58,13 @@ func skipOrFail(t testing.TB, reason string) {
 	t.Skip(reason)
 }
 
+// SkipOrFail skips with the reason, or fails with it in strict mode: for
+// requirements of other packages (test/kernel/vm's kernels and QEMU).
+func SkipOrFail(t testing.TB, reason string) {
+	t.Helper()
+	skipOrFail(t, reason)
+}
+
 // RequireRoot skips (or fails in strict mode) unless running as root.
 func RequireRoot(t testing.TB) {
 	t.Helper()

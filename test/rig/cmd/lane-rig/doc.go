@@ -17,6 +17,9 @@
 //     Docker API when their content key changed
 //   - envregistry.go: the rig registry and the images it serves under their
 //     upstream names
+//   - envkernel.go:   the kernel tier's guest kernels: Debian's linux-image
+//     packages resolved with apt-cache, vmlinuz and the modules it loads
+//     unpacked once per package file
 //   - envlog.go:      env's output, "test-env: " lines with a timing per
 //     phase
 package main

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 
 	"github.com/docker/docker/client"
@@ -24,6 +25,7 @@ type envOptions struct {
 	root, cache  string
 	registryPort int
 	forceImages  bool
+	only         []string // phase names to run, all when empty
 }
 
 // newEnv is the part of `make test-env` after the host's set-up
@@ -64,6 +66,7 @@ func newEnv() *cobra.Command {
 	cmd.Flags().StringVar(&o.root, "root", "", "the sriov-lane checkout (bin/test-assets is written under it)")
 	cmd.Flags().StringVar(&o.cache, "cache", o.cache, "cache directory for built tools and the rig registry's storage ($SRIOV_LANE_CACHE_ROOT)")
 	cmd.Flags().IntVar(&o.registryPort, "registry-port", o.registryPort, "host port of the rig registry ($SRIOV_LANE_RIG_REGISTRY_PORT)")
+	cmd.Flags().StringSliceVar(&o.only, "only", nil, "run only these phases (e.g. --only kernels), for working on one; their inputs must be there already")
 	cmd.Flags().BoolVar(&o.forceImages, "force-images", o.forceImages, "rebuild every image even when its content key matches ($SRIOV_LANE_FORCE_IMAGES=1)")
 	return cmd
 }
@@ -83,7 +86,19 @@ func runEnv(ctx context.Context, o envOptions, l *envLog) error {
 		return err
 	}
 	e := &env{o: o, l: l, assets: assets, b: &builder{root: o.root, cache: o.cache, log: l}, images: images, docker: docker}
-	for _, p := range e.phases() {
+	phases := e.phases()
+	if len(o.only) > 0 {
+		var picked []phase
+		for _, n := range o.only {
+			i := slices.IndexFunc(phases, func(p phase) bool { return p.name == n })
+			if i < 0 {
+				return fmt.Errorf("--only %s: no such phase", n)
+			}
+			picked = append(picked, phases[i])
+		}
+		phases = picked
+	}
+	for _, p := range phases {
 		l.begin(p.name)
 		if err := p.run(ctx); err != nil {
 			return err

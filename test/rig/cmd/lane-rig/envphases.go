@@ -375,6 +375,9 @@ func (e *env) phases() []phase {
 				files: []fileSpec{{e.bin["registry"], "/bin/registry"}, {cfg, "/etc/docker/registry/config.yml"}}})
 		}},
 		{"rig-registry", e.rigRegistry},
+		// The kernel tier's guest kernels (test/kernel): Debian's, with the
+		// modules it loads, from apt (envkernel.go).
+		{"kernels", e.kernels},
 	}
 }
 

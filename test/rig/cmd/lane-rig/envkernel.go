@@ -1,0 +1,314 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"debug/elf"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/sriov-lane/sriov-lane/pkg/atomicfile"
+	"github.com/sriov-lane/sriov-lane/test/kernel/vm"
+)
+
+// guestKernel is a kernel the kernel tier (test/kernel) boots: the
+// linux-image package Debian's linux-image-amd64 depends on in a suite.
+type guestKernel struct {
+	name    string // the directory under bin/test-assets/kernels
+	release string // apt's target release ("" for the default)
+}
+
+var guestKernels = []guestKernel{{"bookworm-6.1", ""}, {"bookworm-backports-6.12", "bookworm-backports"}}
+
+// kernelModuleRoots are the modules the tier loads; their dependencies
+// come with them. igb/igbvf drive QEMU's 82576 PF and its VFs, vfio-pci
+// and its IOMMU backend give /dev/vfio, veth makes the links the rig's
+// fake uses.
+var kernelModuleRoots = []string{"igb", "igbvf", "vfio_iommu_type1", "vfio-pci", "veth"}
+
+// kernelsFormat changes when what a kernel's cache directory holds does.
+const kernelsFormat = "kernels v1"
+
+// kernels makes every guest kernel and links it into
+// bin/test-assets/kernels/<name>.
+func (e *env) kernels(ctx context.Context) error {
+	dir := filepath.Join(e.assets, "kernels")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, g := range guestKernels {
+		cached, err := e.kernel(ctx, g)
+		if err != nil {
+			return fmt.Errorf("guest kernel %s: %w", g.name, err)
+		}
+		if err := linkInto(dir, g.name, cached); err != nil {
+			return fmt.Errorf("linking %s into %s: %w", g.name, dir, err)
+		}
+	}
+	return nil
+}
+
+// aptPackage is one package version as apt-cache show gives it.
+type aptPackage struct{ name, version, file, sha256 string }
+
+// resolveKernel finds the concrete linux-image package linux-image-amd64
+// depends on in release, and its file.
+func resolveKernel(ctx context.Context, release string) (aptPackage, error) {
+	apt := func(args ...string) (string, error) {
+		if release != "" {
+			args = append([]string{"-t", release}, args...)
+		}
+		out, err := exec.CommandContext(ctx, "apt-cache", args...).Output()
+		if err != nil {
+			return "", fmt.Errorf("apt-cache %s: %w", strings.Join(args, " "), err)
+		}
+		return string(out), nil
+	}
+	deps, err := apt("depends", "linux-image-amd64")
+	if err != nil {
+		return aptPackage{}, err
+	}
+	var p aptPackage
+	for _, l := range strings.Split(deps, "\n") {
+		if f := strings.Fields(l); len(f) == 2 && f[0] == "Depends:" && strings.HasPrefix(f[1], "linux-image-") {
+			p.name = f[1]
+			break
+		}
+	}
+	if p.name == "" {
+		return p, fmt.Errorf("linux-image-amd64 depends on no linux-image-* package (is the suite in apt's sources? `make test-env` adds bookworm-backports): %q", deps)
+	}
+	show, err := apt("show", "--no-all-versions", p.name)
+	if err != nil {
+		return p, err
+	}
+	for _, l := range strings.Split(show, "\n") {
+		k, v, _ := strings.Cut(l, ": ")
+		switch k {
+		case "Version":
+			p.version = v
+		case "Filename":
+			p.file = filepath.Base(v)
+		case "SHA256":
+			p.sha256 = v
+		}
+	}
+	if p.version == "" || p.file == "" {
+		return p, fmt.Errorf("apt-cache show %s: no Version or Filename", p.name)
+	}
+	return p, nil
+}
+
+// kernel makes g's cache directory, <cache>/kernels/<package file>/, once
+// per package file and module list: vmlinuz, the modules uncompressed in
+// load order, kernel.json.
+func (e *env) kernel(ctx context.Context, g guestKernel) (string, error) {
+	p, err := resolveKernel(ctx, g.release)
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(e.o.cache, "kernels", p.file)
+	k := newKey()
+	k.line(kernelsFormat)
+	k.line(g.name + " " + p.name + " " + p.version + " " + p.file + " " + p.sha256)
+	k.line(strings.Join(kernelModuleRoots, " "))
+	key := k.sum()
+	keyFile := filepath.Join(dir, "key")
+	if b, err := os.ReadFile(keyFile); err == nil && strings.TrimSpace(string(b)) == key {
+		return dir, nil
+	}
+	e.l.V(0).Infof("unpacking %s %s (%s)", p.name, p.version, g.name)
+	if err := os.RemoveAll(dir); err != nil {
+		return "", err
+	}
+	work := dir + ".work"
+	if err := os.RemoveAll(work); err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(work)
+	get := exec.CommandContext(ctx, "apt-get", "download", p.name+"="+p.version)
+	if g.release != "" {
+		get.Args = append(get.Args[:1], append([]string{"-t", g.release}, get.Args[1:]...)...)
+	}
+	get.Dir = work
+	if out, err := get.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("%s: %w: %s", strings.Join(get.Args, " "), err, out)
+	}
+	debs, _ := filepath.Glob(filepath.Join(work, "*.deb"))
+	if len(debs) != 1 {
+		return "", fmt.Errorf("apt-get download %s left %d .deb files in %s", p.name, len(debs), work)
+	}
+	root := filepath.Join(work, "root")
+	if out, err := exec.CommandContext(ctx, "dpkg", "-x", debs[0], root).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("dpkg -x %s: %w: %s", debs[0], err, out)
+	}
+	rels, _ := filepath.Glob(filepath.Join(root, "lib/modules/*"))
+	if len(rels) != 1 {
+		return "", fmt.Errorf("%s holds %d lib/modules/* directories, want 1", p.file, len(rels))
+	}
+	release := filepath.Base(rels[0])
+	tmp := dir + ".tmp"
+	if err := os.RemoveAll(tmp); err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(filepath.Join(tmp, "modules"), 0o755); err != nil {
+		return "", err
+	}
+	if err := copyFile(filepath.Join(root, "boot", "vmlinuz-"+release), filepath.Join(tmp, "vmlinuz")); err != nil {
+		return "", err
+	}
+	mods, err := moduleLoadOrder(ctx, rels[0], filepath.Join(tmp, "modules"), kernelModuleRoots)
+	if err != nil {
+		return "", err
+	}
+	desc := vm.Kernel{Name: g.name, Release: release, Package: p.file, Vmlinuz: "vmlinuz", Modules: mods}
+	b, err := json.MarshalIndent(desc, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(tmp, vm.KernelFile), append(b, '\n'), 0o644); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		return "", err
+	}
+	if err := atomicfile.Write(keyFile, []byte(key+"\n"), 0o644); err != nil {
+		return "", err
+	}
+	e.l.V(0).Infof("%s: %s, %d modules: %s", g.name, release, len(mods), strings.Join(mods, " "))
+	return dir, nil
+}
+
+// moduleLoadOrder writes the roots and the modules they depend on,
+// uncompressed, into out, and returns their paths relative to out's parent
+// in an order each loads after what it depends on. The dependencies are
+// each module's "depends=" in its .modinfo section, what modpost records
+// from the symbols it uses and depmod reads back (torvalds/linux
+// scripts/mod/modpost.c@v6.1, add_depends). modules.dep is not in Debian's
+// package (its postinst runs depmod), and the host needs no kmod this way.
+// A name the package's modules.builtin lists is built in and skipped.
+func moduleLoadOrder(ctx context.Context, modDir, out string, roots []string) ([]string, error) {
+	files := map[string]string{} // module name -> file under modDir
+	err := filepath.WalkDir(modDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		for _, ext := range []string{".ko", ".ko.xz"} {
+			if n, ok := strings.CutSuffix(d.Name(), ext); ok {
+				files[modName(n)] = p
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	builtin := map[string]bool{}
+	if b, err := os.ReadFile(filepath.Join(modDir, "modules.builtin")); err == nil {
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		for sc.Scan() {
+			builtin[modName(strings.TrimSuffix(filepath.Base(sc.Text()), ".ko"))] = true
+		}
+	}
+	var order []string
+	state := map[string]int{} // 1 visiting, 2 done
+	var visit func(name, from string) error
+	visit = func(name, from string) error {
+		name = modName(name)
+		switch state[name] {
+		case 1:
+			return fmt.Errorf("module dependency cycle at %s", name)
+		case 2:
+			return nil
+		}
+		src, ok := files[name]
+		if !ok {
+			if builtin[name] {
+				state[name] = 2
+				return nil
+			}
+			return fmt.Errorf("module %s (needed by %s) is neither in %s nor built in", name, from, modDir)
+		}
+		state[name] = 1
+		dst := filepath.Join(out, filepath.Base(strings.TrimSuffix(src, ".xz")))
+		if err := unpackModule(ctx, src, dst); err != nil {
+			return err
+		}
+		deps, err := moduleDepends(dst)
+		if err != nil {
+			return err
+		}
+		for _, d := range deps {
+			if err := visit(d, name); err != nil {
+				return err
+			}
+		}
+		state[name] = 2
+		order = append(order, filepath.Join(filepath.Base(out), filepath.Base(dst)))
+		return nil
+	}
+	for _, r := range roots {
+		if err := visit(r, "the kernel tier"); err != nil {
+			return nil, err
+		}
+	}
+	return order, nil
+}
+
+// modName is a module's name as the kernel compares them: '-' and '_' are
+// one (torvalds/linux kernel/params.c@v6.1, parameq).
+func modName(n string) string { return strings.ReplaceAll(n, "-", "_") }
+
+func unpackModule(ctx context.Context, src, dst string) error {
+	if !strings.HasSuffix(src, ".xz") {
+		return copyFile(src, dst)
+	}
+	out, err := exec.CommandContext(ctx, "xz", "-dc", src).Output()
+	if err != nil {
+		return fmt.Errorf("xz -dc %s: %w", src, err)
+	}
+	return os.WriteFile(dst, out, 0o644)
+}
+
+// moduleDepends reads "depends=a,b" from a module's .modinfo section.
+func moduleDepends(ko string) ([]string, error) {
+	f, err := elf.Open(ko)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	s := f.Section(".modinfo")
+	if s == nil {
+		return nil, fmt.Errorf("%s has no .modinfo section", ko)
+	}
+	b, err := s.Data()
+	if err != nil {
+		return nil, fmt.Errorf("%s .modinfo: %w", ko, err)
+	}
+	for _, kv := range bytes.Split(b, []byte{0}) {
+		if v, ok := bytes.CutPrefix(kv, []byte("depends=")); ok {
+			if len(v) == 0 {
+				return nil, nil
+			}
+			return strings.Split(string(v), ","), nil
+		}
+	}
+	return nil, nil
+}
+
+func copyFile(src, dst string) error {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, b, 0o644)
+}
