@@ -1,0 +1,13 @@
+// Package vm boots the kernel tier's QEMU guest: a Debian kernel that
+// `make test-env` unpacked, emulated igb PFs behind an emulated Intel
+// IOMMU, and an initramfs of guest-init (test/kernel/cmd/guest-init), the
+// modules and the programs to run; it returns what the programs printed,
+// exited with and left in $SRIOV_LANE_GUEST_OUT.
+//
+// Where things live (TestDocFileMap keeps this list true):
+//   - kernel.go: Kernel, Kernels (kernel.json under the test assets),
+//     RequireKernels and the QEMU igb check
+//   - vm.go:     Config, Start, the QEMU arguments (QEMUArgs), the
+//     initramfs, the result stream's parser, BuildStatic
+//   - cpio.go:   the cpio "newc" writer the initramfs is made with
+package vm
