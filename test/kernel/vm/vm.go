@@ -160,10 +160,17 @@ func Start(ctx context.Context, c Config) (*Result, error) {
 	if err != nil {
 		return res, fmt.Errorf("kernel %s: %w", c.Kernel.Name, err)
 	}
+	return res, collect(c.Kernel.Name, stream, res)
+}
+
+// collect parses the guest's result stream into res, which holds the
+// console and command line; its error names the kernel and carries both.
+func collect(kernel string, stream []byte, res *Result) error {
 	if err := parseResults(stream, res); err != nil {
-		return res, fmt.Errorf("kernel %s: %w\n%s\nQEMU: %s", c.Kernel.Name, err, tail, cmdLine)
+		return fmt.Errorf("kernel %s: %w\nconsole (last lines):\n%s\nQEMU: %s", kernel, err,
+			consoleTail(res.Console, consoleTailLines), strings.Join(res.Command, " "))
 	}
-	return res, nil
+	return nil
 }
 
 // parseResults reads guest-init's records into res. A stream without the
