@@ -62,3 +62,38 @@ func TestBoot(t *testing.T) {
 		})
 	}
 }
+
+// TestBootFailures: a guest whose kernel dies, and one that hangs, fail
+// Start with the kernel's name and the console's tail (on one kernel: what
+// is tested is the runner).
+func TestBootFailures(t *testing.T) {
+	k := vm.RequireKernels(t)[0]
+	module, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := vm.BuildStatic(t, module, "./test/kernel/internal/bootcheck", true)
+	for _, tc := range []struct {
+		name, env string
+		timeout   time.Duration
+		want      []string
+	}{
+		{"crash", "BOOTCHECK_CRASH=1", 0, []string{"no end record", "sysrq"}},
+		{"hang", "BOOTCHECK_HANG=1", 20 * time.Second, []string{"did not end within 20s; QEMU killed"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			res, err := vm.Start(context.Background(), vm.Config{Kernel: k, Timeout: tc.timeout, PFs: 1,
+				Programs: []vm.Program{{Name: tc.name, Path: check, Args: []string{"-test.v", "-test.run", "^TestGuest(Crash|Hang)$"}, Env: []string{tc.env}}}})
+			if err == nil {
+				t.Fatalf("the guest's %s went unnoticed: %+v", tc.name, res.Runs)
+			}
+			t.Logf("%s: %v", tc.name, err)
+			for _, want := range append(tc.want, "kernel "+k.Name, "console (last lines)", "QEMU: qemu-system-x86_64 ") {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error lacks %q:\n%v", want, err)
+				}
+			}
+		})
+	}
+}

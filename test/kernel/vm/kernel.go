@@ -78,8 +78,8 @@ func readKernel(file string) (Kernel, error) {
 const qemuBinary = "qemu-system-x86_64"
 
 // QEMUHasIGB reports whether the installed QEMU has the igb device (Intel
-// 82576, SR-IOV with 7 VFs): QEMU 8.0 added it, so bookworm's 7.2 lacks it
-// and bookworm-backports' has it (qemu/qemu hw/net/igb.c@v8.0.0).
+// 82576, with SR-IOV): QEMU 8.0 added it, so bookworm's 7.2 lacks it and
+// bookworm-backports' 10.0 has it (qemu/qemu docs/system/devices/igb.rst@v8.0.0).
 func QEMUHasIGB() error {
 	out, err := exec.Command(qemuBinary, "-device", "help").CombinedOutput()
 	if err != nil {

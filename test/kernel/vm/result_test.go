@@ -71,3 +71,11 @@ func TestCollectMissingEndRecord(t *testing.T) {
 		t.Errorf("a complete stream: %v", err)
 	}
 }
+
+func TestShellLine(t *testing.T) {
+	got := shellLine([]string{"qemu-system-x86_64", "-append", "console=ttyS0 intel_iommu=on", "-serial", "file:/tmp/a b", "it's", ""})
+	want := `qemu-system-x86_64 -append 'console=ttyS0 intel_iommu=on' -serial 'file:/tmp/a b' 'it'\''s' ''`
+	if got != want {
+		t.Errorf("shellLine = %s\nwant        %s", got, want)
+	}
+}

@@ -65,7 +65,25 @@ type Result struct {
 // emulation failure in the decompressor), so TCG is the default.
 const AccelEnv = "SRIOV_LANE_KERNEL_ACCEL"
 
+// KeepEnv, set to 1, keeps a boot's directory (initramfs, console and
+// result logs) for running its QEMU command line again by hand.
+const KeepEnv = "SRIOV_LANE_KERNEL_KEEP"
+
 const consoleTailLines = 60
+
+// shellLine is args as a shell command line, quoted where a shell would
+// split or expand them, for copying from an error.
+func shellLine(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		if a != "" && strings.Trim(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_=+,.:/@%") == "" {
+			q[i] = a
+		} else {
+			q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+	}
+	return strings.Join(q, " ")
+}
 
 func (c Config) withDefaults() Config {
 	if c.PFs == 0 {
@@ -84,10 +102,11 @@ func (c Config) withDefaults() Config {
 // c's kernel with the initramfs, the kernel console written to consoleLog
 // (ttyS0) and the guest's records to resultLog (ttyS1). Each igb PF sits
 // behind its own PCIe root port, at 0000:0N:00.0 for the N-th, so its VFs
-// get bus numbers of their own; the emulated Intel IOMMU (interrupt
-// remapping needs the split irqchip, caching-mode lets VFIO map) gives
-// every VF its own IOMMU group, as on a host (qemu/qemu
-// docs/system/devices/igb.rst@v10.0.2).
+// get bus numbers of their own; the emulated Intel IOMMU gives every VF
+// its own IOMMU group, as on a host, so vfio-pci can take one. These are
+// the options measured to work with QEMU 10.0.2 on Debian's 6.1 and 6.12;
+// interrupt remapping needs the split irqchip (qemu/qemu
+// hw/i386/intel_iommu.c@v10.0.2, vtd_decide_config).
 func QEMUArgs(c Config, initramfs, consoleLog, resultLog string) []string {
 	c = c.withDefaults()
 	accel := os.Getenv(AccelEnv)
@@ -127,7 +146,11 @@ func Start(ctx context.Context, c Config) (*Result, error) {
 	if err != nil {
 		return fail(err)
 	}
-	defer os.RemoveAll(work)
+	if os.Getenv(KeepEnv) == "1" {
+		fmt.Fprintf(os.Stderr, "vm: kernel %s: keeping %s (%s=1)\n", c.Kernel.Name, work, KeepEnv)
+	} else {
+		defer os.RemoveAll(work)
+	}
 	initPath := filepath.Join(work, "init")
 	if err := buildGuestInit(ctx, initPath); err != nil {
 		return fail(err)
@@ -139,7 +162,7 @@ func Start(ctx context.Context, c Config) (*Result, error) {
 	consoleLog, resultLog := filepath.Join(work, "console.log"), filepath.Join(work, "results.jsonl")
 	args := QEMUArgs(c, initramfs, consoleLog, resultLog)
 	res := &Result{Command: append([]string{qemuBinary}, args...)}
-	cmdLine := strings.Join(res.Command, " ")
+	cmdLine := shellLine(res.Command)
 	runCtx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
 	cmd := exec.CommandContext(runCtx, qemuBinary, args...)
@@ -168,7 +191,7 @@ func Start(ctx context.Context, c Config) (*Result, error) {
 func collect(kernel string, stream []byte, res *Result) error {
 	if err := parseResults(stream, res); err != nil {
 		return fmt.Errorf("kernel %s: %w\nconsole (last lines):\n%s\nQEMU: %s", kernel, err,
-			consoleTail(res.Console, consoleTailLines), strings.Join(res.Command, " "))
+			consoleTail(res.Console, consoleTailLines), shellLine(res.Command))
 	}
 	return nil
 }
@@ -268,10 +291,15 @@ func writeInitramfs(file, initPath string, c Config) error {
 		}
 		gc.Modules = append(gc.Modules, g)
 	}
+	placed := map[string]string{} // host path -> guest path: a binary run twice is carried once
 	for i, p := range c.Programs {
-		g := fmt.Sprintf("/programs/%02d-%s", i, path.Base(filepath.ToSlash(p.Path)))
-		if err := add(g, p.Path); err != nil {
-			return fmt.Errorf("program %s: %w", p.Name, err)
+		g, ok := placed[p.Path]
+		if !ok {
+			g = fmt.Sprintf("/programs/%02d-%s", i, path.Base(filepath.ToSlash(p.Path)))
+			if err := add(g, p.Path); err != nil {
+				return fmt.Errorf("program %s: %w", p.Name, err)
+			}
+			placed[p.Path] = g
 		}
 		gc.Programs = append(gc.Programs, wire.Program{Name: p.Name, Path: g, Args: p.Args, Env: p.Env})
 	}

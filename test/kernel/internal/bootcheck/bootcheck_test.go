@@ -14,8 +14,10 @@ func requireGuest(t *testing.T) {
 	}
 }
 
-// TestGuestIGBPFs: QEMU's igb (82576) devices are bound to the igb driver
-// with SR-IOV, 7 VFs each (qemu/qemu hw/net/igb.c@v10.0.2, IGB_MAX_VF_FUNCTIONS).
+// TestGuestIGBPFs: QEMU's igb (82576) devices are bound to the igb driver,
+// which offers 7 VFs on each (torvalds/linux
+// drivers/net/ethernet/intel/igb/igb_main.c@v6.1, igb_probe_vfs:
+// pci_sriov_set_totalvfs(pdev, 7)).
 func TestGuestIGBPFs(t *testing.T) {
 	requireGuest(t)
 	pfs, err := filepath.Glob("/sys/bus/pci/drivers/igb/0000:*")
@@ -36,8 +38,10 @@ func TestGuestIGBPFs(t *testing.T) {
 	}
 }
 
-// TestGuestVFIO: with vfio-pci loaded, the VFIO container device exists
-// (torvalds/linux drivers/vfio/container.c@v6.1, vfio_container_init).
+// TestGuestVFIO: with vfio-pci loaded, the VFIO container's character
+// device exists (torvalds/linux Documentation/driver-api/vfio.rst@v6.1:
+// "A container is created by simply opening the /dev/vfio/vfio
+// character device").
 func TestGuestVFIO(t *testing.T) {
 	requireGuest(t)
 	st, err := os.Stat("/dev/vfio/vfio")
@@ -76,4 +80,26 @@ func TestGuestFails(t *testing.T) {
 		t.Skip("BOOTCHECK_FAIL=1 not set")
 	}
 	t.Fatal("failing as asked (BOOTCHECK_FAIL=1)")
+}
+
+// TestGuestCrash crashes the guest's kernel when asked to (sysrq "c"), so
+// the host sees a guest that died before its end record.
+func TestGuestCrash(t *testing.T) {
+	requireGuest(t)
+	if os.Getenv("BOOTCHECK_CRASH") != "1" {
+		t.Skip("BOOTCHECK_CRASH=1 not set")
+	}
+	if err := os.WriteFile("/proc/sysrq-trigger", []byte("c"), 0o200); err != nil {
+		t.Fatal(err)
+	}
+	t.Fatal("the kernel lives on after sysrq c")
+}
+
+// TestGuestHang never returns when asked to, so the host's timeout fires.
+func TestGuestHang(t *testing.T) {
+	requireGuest(t)
+	if os.Getenv("BOOTCHECK_HANG") != "1" {
+		t.Skip("BOOTCHECK_HANG=1 not set")
+	}
+	select {}
 }
