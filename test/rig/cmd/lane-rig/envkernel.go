@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/sriov-lane/sriov-lane/pkg/atomicfile"
 	"github.com/sriov-lane/sriov-lane/test/kernel/vm"
@@ -42,8 +43,12 @@ func (e *env) kernels(ctx context.Context) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	for _, g := range guestKernels {
-		cached, err := e.kernel(ctx, g)
+	pkgs, err := resolveKernels(ctx, filepath.Join(e.o.cache, "kernels", "resolved.json"))
+	if err != nil {
+		return err
+	}
+	for i, g := range guestKernels {
+		cached, err := e.kernel(ctx, g, pkgs[i])
 		if err != nil {
 			return fmt.Errorf("guest kernel %s: %w", g.name, err)
 		}
@@ -55,7 +60,80 @@ func (e *env) kernels(ctx context.Context) error {
 }
 
 // aptPackage is one package version as apt-cache show gives it.
-type aptPackage struct{ name, version, file, sha256 string }
+type aptPackage struct{ Name, Version, File, SHA256 string }
+
+// resolved is what resolveKernels found, and the apt state it found it in.
+type resolved struct {
+	AptState string
+	Packages []aptPackage
+}
+
+// resolveKernels resolves every guest kernel's package, or reads them
+// from file when apt's state (aptState) is what it was then: apt-cache
+// here has no package cache (Dir::Cache::pkgcache ""), so each lookup
+// parses every list, ~1 s of CPU, and a warm run would be nothing but
+// those lookups.
+func resolveKernels(ctx context.Context, file string) ([]aptPackage, error) {
+	state, err := aptState()
+	if err != nil {
+		return nil, err
+	}
+	var r resolved
+	if b, err := os.ReadFile(file); err == nil && json.Unmarshal(b, &r) == nil && r.AptState == state && len(r.Packages) == len(guestKernels) {
+		return r.Packages, nil
+	}
+	r = resolved{AptState: state, Packages: make([]aptPackage, len(guestKernels))}
+	errs := make([]error, len(guestKernels))
+	var wg sync.WaitGroup
+	for i, g := range guestKernels {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.Packages[i], errs[i] = resolveKernel(ctx, g.release)
+		}()
+	}
+	wg.Wait()
+	for i, g := range guestKernels {
+		if errs[i] != nil {
+			return nil, fmt.Errorf("guest kernel %s: %w", g.name, errs[i])
+		}
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return nil, err
+	}
+	return r.Packages, atomicfile.Write(file, b, 0o644)
+}
+
+// aptState is a key of the questions and of what apt's answers depend
+// on: the suites' signed Release files (which hold the sums of their
+// package lists), the sources and the pinning.
+func aptState() (string, error) {
+	var files []string
+	for _, g := range []string{"/var/lib/apt/lists/*Release", "/etc/apt/sources.list", "/etc/apt/sources.list.d/*", "/etc/apt/preferences", "/etc/apt/preferences.d/*"} {
+		m, err := filepath.Glob(g)
+		if err != nil {
+			return "", err
+		}
+		files = append(files, m...)
+	}
+	k := newKey()
+	for _, g := range guestKernels {
+		k.line(g.name + " " + g.release)
+	}
+	sums := fileSums{}
+	for _, f := range files {
+		s, err := sums.of(f)
+		if err != nil {
+			return "", err
+		}
+		k.line(f + " " + s)
+	}
+	return k.sum(), nil
+}
 
 // resolveKernel finds the concrete linux-image package linux-image-amd64
 // depends on in release, and its file.
@@ -77,14 +155,14 @@ func resolveKernel(ctx context.Context, release string) (aptPackage, error) {
 	var p aptPackage
 	for _, l := range strings.Split(deps, "\n") {
 		if f := strings.Fields(l); len(f) == 2 && f[0] == "Depends:" && strings.HasPrefix(f[1], "linux-image-") {
-			p.name = f[1]
+			p.Name = f[1]
 			break
 		}
 	}
-	if p.name == "" {
+	if p.Name == "" {
 		return p, fmt.Errorf("linux-image-amd64 depends on no linux-image-* package (is the suite in apt's sources? `make test-env` adds bookworm-backports): %q", deps)
 	}
-	show, err := apt("show", "--no-all-versions", p.name)
+	show, err := apt("show", "--no-all-versions", p.Name)
 	if err != nil {
 		return p, err
 	}
@@ -92,38 +170,34 @@ func resolveKernel(ctx context.Context, release string) (aptPackage, error) {
 		k, v, _ := strings.Cut(l, ": ")
 		switch k {
 		case "Version":
-			p.version = v
+			p.Version = v
 		case "Filename":
-			p.file = filepath.Base(v)
+			p.File = filepath.Base(v)
 		case "SHA256":
-			p.sha256 = v
+			p.SHA256 = v
 		}
 	}
-	if p.version == "" || p.file == "" {
-		return p, fmt.Errorf("apt-cache show %s: no Version or Filename", p.name)
+	if p.Version == "" || p.File == "" {
+		return p, fmt.Errorf("apt-cache show %s: no Version or Filename", p.Name)
 	}
 	return p, nil
 }
 
-// kernel makes g's cache directory, <cache>/kernels/<package file>/, once
+// kernel makes g's cache directory from package p, <cache>/kernels/<package file>/, once
 // per package file and module list: vmlinuz, the modules uncompressed in
 // load order, kernel.json.
-func (e *env) kernel(ctx context.Context, g guestKernel) (string, error) {
-	p, err := resolveKernel(ctx, g.release)
-	if err != nil {
-		return "", err
-	}
-	dir := filepath.Join(e.o.cache, "kernels", p.file)
+func (e *env) kernel(ctx context.Context, g guestKernel, p aptPackage) (string, error) {
+	dir := filepath.Join(e.o.cache, "kernels", p.File)
 	k := newKey()
 	k.line(kernelsFormat)
-	k.line(g.name + " " + p.name + " " + p.version + " " + p.file + " " + p.sha256)
+	k.line(g.name + " " + p.Name + " " + p.Version + " " + p.File + " " + p.SHA256)
 	k.line(strings.Join(kernelModuleRoots, " "))
 	key := k.sum()
 	keyFile := filepath.Join(dir, "key")
 	if b, err := os.ReadFile(keyFile); err == nil && strings.TrimSpace(string(b)) == key {
 		return dir, nil
 	}
-	e.l.V(0).Infof("unpacking %s %s (%s)", p.name, p.version, g.name)
+	e.l.V(0).Infof("unpacking %s %s (%s)", p.Name, p.Version, g.name)
 	if err := os.RemoveAll(dir); err != nil {
 		return "", err
 	}
@@ -135,7 +209,7 @@ func (e *env) kernel(ctx context.Context, g guestKernel) (string, error) {
 		return "", err
 	}
 	defer os.RemoveAll(work)
-	get := exec.CommandContext(ctx, "apt-get", "download", p.name+"="+p.version)
+	get := exec.CommandContext(ctx, "apt-get", "download", p.Name+"="+p.Version)
 	if g.release != "" {
 		get.Args = append(get.Args[:1], append([]string{"-t", g.release}, get.Args[1:]...)...)
 	}
@@ -145,7 +219,7 @@ func (e *env) kernel(ctx context.Context, g guestKernel) (string, error) {
 	}
 	debs, _ := filepath.Glob(filepath.Join(work, "*.deb"))
 	if len(debs) != 1 {
-		return "", fmt.Errorf("apt-get download %s left %d .deb files in %s", p.name, len(debs), work)
+		return "", fmt.Errorf("apt-get download %s left %d .deb files in %s", p.Name, len(debs), work)
 	}
 	root := filepath.Join(work, "root")
 	if out, err := exec.CommandContext(ctx, "dpkg", "-x", debs[0], root).CombinedOutput(); err != nil {
@@ -153,7 +227,7 @@ func (e *env) kernel(ctx context.Context, g guestKernel) (string, error) {
 	}
 	rels, _ := filepath.Glob(filepath.Join(root, "lib/modules/*"))
 	if len(rels) != 1 {
-		return "", fmt.Errorf("%s holds %d lib/modules/* directories, want 1", p.file, len(rels))
+		return "", fmt.Errorf("%s holds %d lib/modules/* directories, want 1", p.File, len(rels))
 	}
 	release := filepath.Base(rels[0])
 	tmp := dir + ".tmp"
@@ -170,7 +244,7 @@ func (e *env) kernel(ctx context.Context, g guestKernel) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	desc := vm.Kernel{Name: g.name, Release: release, Package: p.file, Vmlinuz: "vmlinuz", Modules: mods}
+	desc := vm.Kernel{Name: g.name, Release: release, Package: p.File, Vmlinuz: "vmlinuz", Modules: mods}
 	b, err := json.MarshalIndent(desc, "", "  ")
 	if err != nil {
 		return "", err
