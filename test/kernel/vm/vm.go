@@ -65,8 +65,9 @@ type Result struct {
 // emulation failure in the decompressor), so TCG is the default.
 const AccelEnv = "SRIOV_LANE_KERNEL_ACCEL"
 
-// KeepEnv, set to 1, keeps a boot's directory (initramfs, console and
-// result logs) for running its QEMU command line again by hand.
+// KeepEnv names the variable that, set to 1, keeps a boot's directory
+// (initramfs, console and result logs) for running its QEMU command line
+// again by hand.
 const KeepEnv = "SRIOV_LANE_KERNEL_KEEP"
 
 const consoleTailLines = 60
