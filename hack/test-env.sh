@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Prepares the hardware-free test environment on a Debian machine (as root):
-# Docker with a capability-trimming runc shim, real kube-apiserver/etcd
-# binaries built from Go modules, and the stand-in k3s/k3d-tools/registry
-# images. The host set-up is here; the tools, images and rig registry are
+# Docker with a capability-trimming runc shim, QEMU with the igb device
+# (the kernel tier), real kube-apiserver/etcd binaries built from Go
+# modules, and the stand-in k3s/k3d-tools/registry images. The host set-up
+# is here; the tools, images, rig registry and guest kernels are
 # `lane-rig env`'s, which this builds and runs last.
 # Idempotent: a second run only checks and takes seconds.
 set -euo pipefail
