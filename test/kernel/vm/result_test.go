@@ -14,6 +14,7 @@ func TestParseResults(t *testing.T) {
 		`{"kind":"run","name":"a","output":"hi\n","duration":2000000000}`,
 		`{"kind":"run","name":"b","exit":3}`,
 		`{"kind":"file","name":"x/y","data":"aGVsbG8="}`,
+		`{"kind":"file","name":"z","data":"H4sIAAAAAAAC/8tIzcnJBwCGphA2BQAAAA==","gzip":true}`,
 		`{"kind":"end"}`,
 	}, "\r\n") + "\r\n"
 	var res Result
@@ -26,7 +27,7 @@ func TestParseResults(t *testing.T) {
 	if len(res.Runs) != 2 || res.Runs[0] != (Run{Name: "a", Output: "hi\n", Duration: 2 * time.Second}) || res.Runs[1].Exit != 3 {
 		t.Errorf("runs = %+v", res.Runs)
 	}
-	if string(res.Files["x/y"]) != "hello" {
+	if string(res.Files["x/y"]) != "hello" || string(res.Files["z"]) != "hello" {
 		t.Errorf("files = %q", res.Files)
 	}
 }
@@ -38,6 +39,7 @@ func TestParseResultsRejects(t *testing.T) {
 		"truncated line":                 `{"kind":"run","name":"a"}` + "\n" + `{"kind":"fi`,
 		"guest-init error":               `{"kind":"error","error":"boom"}` + "\n" + `{"kind":"end"}` + "\n",
 		"record after the end":           `{"kind":"end"}` + "\n" + `{"kind":"run","name":"a"}` + "\n",
+		"bad gzip":                       `{"kind":"file","name":"z","data":"aGVsbG8=","gzip":true}` + "\n" + `{"kind":"end"}` + "\n",
 		"unknown kind":                   `{"kind":"what"}` + "\n" + `{"kind":"end"}` + "\n",
 	} {
 		if err := parseResults([]byte(stream), &Result{}); err == nil {

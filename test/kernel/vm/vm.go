@@ -2,10 +2,12 @@ package vm
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path"
@@ -229,10 +231,20 @@ func parseResults(stream []byte, res *Result) error {
 				guestErrs = append(guestErrs, "reading "+r.Name+": "+r.Error)
 				continue
 			}
+			data := r.Data
+			if r.Gzip {
+				z, err := gzip.NewReader(bytes.NewReader(r.Data))
+				if err == nil {
+					data, err = io.ReadAll(z)
+				}
+				if err != nil {
+					return fmt.Errorf("result line %d: file %s: %w", i+1, r.Name, err)
+				}
+			}
 			if res.Files == nil {
 				res.Files = map[string][]byte{}
 			}
-			res.Files[r.Name] = r.Data
+			res.Files[r.Name] = data
 		case wire.KindError:
 			guestErrs = append(guestErrs, r.Error)
 		case wire.KindEnd:

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -117,12 +118,35 @@ func steps(console io.Writer, send func(wire.Record)) error {
 		}
 		rel, _ := filepath.Rel(wire.OutDir, p)
 		r := wire.Record{Kind: wire.KindFile, Name: rel}
-		if r.Data, err = os.ReadFile(p); err != nil {
+		if r.Data, err = readGzip(p); err != nil {
 			r.Error = err.Error()
+		} else {
+			r.Gzip = true
 		}
 		send(r)
 		return nil
 	})
+}
+
+// readGzip is file's content, gzip-compressed.
+func readGzip(file string) ([]byte, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var b bytes.Buffer
+	z, err := gzip.NewWriterLevel(&b, gzip.BestSpeed)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := io.Copy(z, f); err != nil {
+		return nil, err
+	}
+	if err := z.Close(); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
 }
 
 func loadModule(path string) error {
