@@ -50,9 +50,10 @@ test-env: ## install and start what the tests need; idempotent, seconds when pre
 # graph); vet and test them too.
 STANDIN_MODULES := test/standin/sriovdp test/standin/flannelcni test/standin/sriovcni test/standin/localpath
 
-# The e2e package, the longest by far, and the rig's own cluster test are
-# named first so go test starts them first; the rest fit beside them.
-TEST_PKGS ?= ./test/e2e ./test/standin/k3drig ./...
+# The e2e package, the longest by far, the rig's own cluster test and the
+# kernel tier (QEMU guests under TCG, ~20-35 s of CPU a boot) are named
+# first so go test starts them first; the rest fit beside them.
+TEST_PKGS ?= ./test/e2e ./test/standin/k3drig ./test/kernel ./...
 # Test binaries run at once: the e2e package holds one slot for its whole
 # run, and the cluster-making packages beside it must not queue behind
 # each other in the second.

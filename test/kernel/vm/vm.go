@@ -145,6 +145,9 @@ func QEMUArgs(c Config, initramfs, consoleLog, resultLog string) []string {
 func Start(ctx context.Context, c Config) (*Result, error) {
 	c = c.withDefaults()
 	fail := func(err error) (*Result, error) { return nil, fmt.Errorf("kernel %s: %w", c.Kernel.Name, err) }
+	if c.Kernel.Vmlinuz == "" {
+		return fail(errors.New("no kernel image (Config.Kernel comes from Kernels or RequireKernels)"))
+	}
 	work, err := os.MkdirTemp("", "sriov-lane-vm-")
 	if err != nil {
 		return fail(err)
