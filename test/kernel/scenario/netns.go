@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -17,6 +18,16 @@ import (
 
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
 )
+
+// The main goroutine keeps the main thread. The netns steps end netns
+// by ending the one thread in them (a goroutine that exits locked to its
+// thread ends the thread), but the runtime never ends the main thread: a
+// locked goroutine that exits on it leaves it parked, still in the netns,
+// which then never dies (a PF moved there never comes back). A locked main
+// goroutine means no other goroutine ever runs on the main thread
+// (runtime.LockOSThread: locked from an init function, main runs on the
+// main thread). The package is for test binaries only.
+func init() { runtime.LockOSThread() }
 
 // pinnedNetns is a netns kept alive by a bind mount of its nsfs file, as
 // `ip netns add` (and a node container's pinned netns) does.
@@ -52,7 +63,7 @@ func newPinnedNetns(dir, name string) (*pinnedNetns, error) {
 		p.Close()
 		return nil, err
 	}
-	if p.h, err = netlink.NewHandleAt(p.ns); err != nil {
+	if p.h, err = netlink.NewHandleAt(p.ns, unix.NETLINK_ROUTE); err != nil {
 		p.Close()
 		return nil, err
 	}
@@ -116,10 +127,10 @@ func (u *unpinnedNetns) die() {
 
 var devN = regexp.MustCompile(`^dev[0-9]+$`)
 
-// links lists the links of one netns the scenario knows, by label; one
-// whose name changed shows as label=devN (the kernel's fallback name) or
-// label=renamed.
-func (r *runner) links(h *netlink.Handle) string {
+// links lists the links of one netns the scenario knows, by label (only
+// those labelled in only, when given); one whose name changed shows as
+// label=devN (the kernel's fallback name) or label=renamed.
+func (r *runner) links(h *netlink.Handle, only ...string) string {
 	ls, err := h.LinkList()
 	if err != nil {
 		return result(err)
@@ -128,7 +139,7 @@ func (r *runner) links(h *netlink.Handle) string {
 	for _, l := range ls {
 		a := l.Attrs()
 		lab, ok := r.label[a.Index]
-		if !ok {
+		if !ok || len(only) > 0 && !slices.Contains(only, lab) {
 			continue
 		}
 		switch {
@@ -202,7 +213,7 @@ func (r *runner) netnsSteps(ctx context.Context) error {
 			err = r.h.LinkSetNsFd(l, u.fd)
 		}
 		r.add(Step{Name: name + ": move", Op: "link-set-netns", Args: []string{lab + " -> unpinned"}, Result: result(err),
-			State: map[string]string{"net.home": r.links(r.h)}})
+			State: map[string]string{"net.home": r.links(r.h, lab, "clash")}})
 		if clash {
 			// A link of the PF's name in the home netns: a veth pair.
 			err := r.h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: pfi.Name}, PeerName: "clashpeer"})
@@ -211,7 +222,7 @@ func (r *runner) netnsSteps(ctx context.Context) error {
 				r.orig[c.Attrs().Index] = pfi.Name
 			}
 			r.add(Step{Name: name + ": take its name", Op: "link-add", Args: []string{"veth named like " + lab}, Result: result(err),
-				State: map[string]string{"net.home": r.links(r.h)}})
+				State: map[string]string{"net.home": r.links(r.h, lab, "clash")}})
 		}
 		u.die()
 		// Wait for the PF to come home (or for the bound).
@@ -231,7 +242,7 @@ func (r *runner) netnsSteps(ctx context.Context) error {
 			time.Sleep(100 * time.Millisecond)
 		}
 		r.add(Step{Name: name + ": its last task exits", Op: "thread-exit", Args: []string{"unpinned netns"}, Result: back,
-			State: map[string]string{"net.home": r.links(r.h)}})
+			State: map[string]string{"net.home": r.links(r.h, lab, "clash")}})
 	}
 	return nil
 }

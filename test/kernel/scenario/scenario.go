@@ -109,7 +109,9 @@ func Run(ctx context.Context, env Env) (*Transcript, error) {
 		return nil, fmt.Errorf("opening the home netns: %w", err)
 	}
 	defer home.Close()
-	h, err := netlink.NewHandleAt(home)
+	// Only NETLINK_ROUTE: a guest kernel may lack the other families a
+	// handle opens by default (XFRM: EPROTONOSUPPORT on the tier's 6.12).
+	h, err := netlink.NewHandleAt(home, unix.NETLINK_ROUTE)
 	if err != nil {
 		return nil, fmt.Errorf("netlink handle in the home netns: %w", err)
 	}
