@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -45,7 +46,8 @@ func NewFake(t testing.TB) *Fake {
 		}
 		t.Skipf("the fake kernel needs FUSE: %v", err)
 	}
-	peers := fmt.Sprintf("sl-scen-%d", os.Getpid())
+	dropStalePeers(t)
+	peers := fmt.Sprintf("%s%d", peersPrefix, os.Getpid())
 	peerNs := nsutil.ForTest(t, peers)
 	var pfs []sysfs.PF
 	f := &Fake{}
@@ -80,6 +82,27 @@ func NewFake(t testing.TB) *Fake {
 		}
 	})
 	return f
+}
+
+// peersPrefix names the netns of a Fake's private link ends, by the PID
+// of the process that made it.
+const peersPrefix = "sl-scen-"
+
+// dropStalePeers deletes the peer netns of Fakes whose process is gone (a
+// child RunFake started that was killed leaves its netns mounted).
+func dropStalePeers(t testing.TB) {
+	ents, _ := os.ReadDir(filepath.Dir(nsutil.Path("x")))
+	for _, e := range ents {
+		pid, err := strconv.Atoi(strings.TrimPrefix(e.Name(), peersPrefix))
+		if !strings.HasPrefix(e.Name(), peersPrefix) || err != nil {
+			continue
+		}
+		if syscall.Kill(pid, 0) == syscall.ESRCH {
+			if err := nsutil.Delete(e.Name()); err != nil {
+				t.Logf("stale netns %s: %v", e.Name(), err)
+			}
+		}
+	}
 }
 
 type testLog struct{ t testing.TB }

@@ -600,6 +600,12 @@ func TestFuseHeldVFIODeviceBlocksUnbindAndNumVFs(t *testing.T) {
 	if err := h.CloseGroup(); err != nil {
 		t.Fatal(err)
 	}
+	// What pkg/sriov's holder search finds of it: an fd of this process
+	// that is the group file (same device and inode), as the fake's device
+	// fd is; a real kernel's is anon_inode:[vfio-device].
+	if !fdOpenOn(t, groupFile) {
+		t.Errorf("no fd of this process is the group file %s while the device is held", groupFile)
+	}
 	// A read of sriov_numvfs waits for the store too (device lock).
 	readDone := make(chan string, 1)
 	expectBlocked("sriov_numvfs=0", func() error {
@@ -645,6 +651,26 @@ func TestFuseHeldVFIODeviceBlocksUnbindAndNumVFs(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("blocked store not released by Close")
 	}
+}
+
+// fdOpenOn reports whether one of this process's fds is the file at path.
+func fdOpenOn(t *testing.T, path string) bool {
+	t.Helper()
+	var want syscall.Stat_t
+	if err := syscall.Stat(path, &want); err != nil {
+		t.Fatal(err)
+	}
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fd := range fds {
+		var st syscall.Stat_t
+		if syscall.Stat("/proc/self/fd/"+fd.Name(), &st) == nil && st.Dev == want.Dev && st.Ino == want.Ino {
+			return true
+		}
+	}
+	return false
 }
 
 // listIn runs fn on a thread in the named netns: FUSE sees the thread's
