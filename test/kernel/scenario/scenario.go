@@ -374,6 +374,11 @@ func (r *runner) vfioSteps() {
 	if vf0, ok := setup("group open"); ok {
 		g, err := os.OpenFile(filepath.Join(r.env.VFIODir(), r.group(vf0)), os.O_RDWR, 0)
 		r.add(Step{Name: "group open: open /dev/vfio/<group>", Op: "open", Args: []string{"group of pf0.vf0"}, Result: result(err)})
+		g2, err := os.OpenFile(filepath.Join(r.env.VFIODir(), r.group(vf0)), os.O_RDWR, 0)
+		if g2 != nil {
+			g2.Close()
+		}
+		r.add(Step{Name: "group open: a second open", Op: "open", Args: []string{"group of pf0.vf0"}, Result: result(err)})
 		res := r.write("group open: numvfs 2 -> 0", r.sys.Attr(pf, "sriov_numvfs"), "0", blockBound)
 		if g != nil {
 			g.Close()
@@ -384,12 +389,14 @@ func (r *runner) vfioSteps() {
 		r.add(Step{Name: "group open: numvfs 2 -> 0", Op: "write", Args: []string{"pf0/sriov_numvfs", "0"}, Result: res})
 	}
 
-	// A device fd, then the device fd alone.
-	for _, alone := range []bool{false, true} {
-		name := "device held"
-		if alone {
-			name = "device fd alone"
-		}
+	// A device fd, then the device fd alone (group and container closed),
+	// each blocking sriov_numvfs=0; then a device fd blocking an unbind
+	// from vfio-pci (the product's undo of a vfio-pci VF).
+	for _, c := range []struct {
+		name          string
+		alone, unbind bool
+	}{{"device held", false, false}, {"device fd alone", true, false}, {"device held, unbind", false, true}} {
+		name, alone := c.name, c.alone
 		vf0, ok := setup(name)
 		if !ok {
 			continue
@@ -404,11 +411,15 @@ func (r *runner) vfioSteps() {
 			err := hold.CloseGroup()
 			r.add(Step{Name: name + ": close group and container", Op: "close", Args: []string{"group", "container"}, Result: result(err)})
 		}
-		step := name + ": numvfs 2 -> 0"
-		res := r.write(step, r.sys.Attr(pf, "sriov_numvfs"), "0", blockBound)
+		step, path, value, args := name+": numvfs 2 -> 0", r.sys.Attr(pf, "sriov_numvfs"), "0", []string{"pf0/sriov_numvfs", "0"}
+		if c.unbind {
+			step, path, value, args = name+": unbind vf0 from vfio-pci", r.drv("vfio-pci", "unbind"), vf0,
+				[]string{"drivers/vfio-pci/unbind pf0.vf0", "<its address>"}
+		}
+		res := r.write(step, path, value, blockBound)
 		// No state while a write may be pending: a read of sriov_numvfs
 		// waits for it (the PF's device lock).
-		r.tr.Steps = append(r.tr.Steps, Step{Name: step, Op: "write", Args: []string{"pf0/sriov_numvfs", "0"}, Result: res})
+		r.tr.Steps = append(r.tr.Steps, Step{Name: step, Op: "write", Args: args, Result: res})
 		err = hold.Close()
 		if res == "blocked" {
 			res = r.wait(step)
@@ -417,5 +428,8 @@ func (r *runner) vfioSteps() {
 		}
 		r.add(Step{Name: name + ": let the device go", Op: "close", Args: []string{"device"}, Result: result(err),
 			State: map[string]string{"pending write": res}})
+		if c.unbind {
+			r.numvfs(name+": numvfs 2 -> 0", "0")
+		}
 	}
 }
