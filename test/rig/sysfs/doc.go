@@ -5,10 +5,12 @@
 //
 // Where things live (TestDocFileMap keeps this list true):
 //   - kernel.go:    the PCI state and its stores, which behave like the
-//     kernel's (synchronous, with its errnos, blocking on an open VFIO
-//     group); PFs added after the start (AddPF); the state persisted
+//     kernel's (synchronous, with its errnos, blocking while a VFIO device
+//     is held, not a mere open group); PFs added after the start (AddPF);
+//     the state persisted
 //   - fuse.go:      Serve, the fake sysfs and /dev/vfio mounted with FUSE
-//     and backed by a Kernel
+//     and backed by a Kernel; the VFIO ioctls the fake answers
+//   - vfiohold.go:  HoldDevice, a VFIO device held as QEMU holds it
 //   - netview.go:   class/net and net/ as the caller's netns shows them
 //   - vfnetdev.go:  the VF netdevs made and removed in the peers' netns
 //   - writetree.go: WriteTree, the same tree written to a plain directory

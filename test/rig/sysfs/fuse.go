@@ -82,7 +82,7 @@ func Serve(cfg ServeConfig) (*Server, error) {
 	return s, nil
 }
 
-// Close fails every store blocked on an open VFIO group, then unmounts
+// Close fails every store blocked on a held VFIO device, then unmounts
 // (detaching a busy mount) and waits for the serving loops, at most
 // closeWait: bind mounts of the fake sysfs in containers keep its FUSE
 // connection, and so the loops, alive until they are gone too.
@@ -725,8 +725,9 @@ func (h *attrHandle) Write(_ context.Context, data []byte, _ int64) (uint32, sys
 }
 
 // vfioNode is the root of the fake /dev/vfio, or one file in it: the
-// container device `vfio`, or a group. Opening a group counts as a VFIO
-// user (QEMU) holding it; a second open is EBUSY.
+// container device `vfio`, or a group. A second open of a group is EBUSY;
+// a device fd taken through an open group (VFIO_GROUP_GET_DEVICE_FD)
+// holds the device until that open file is closed (see Kernel, "VFIO").
 type vfioNode struct {
 	fs.Inode
 	k     *Kernel
@@ -817,7 +818,7 @@ func (n *vfioNode) Open(context.Context, uint32) (fs.FileHandle, uint32, syscall
 	case "":
 		return nil, 0, syscall.EISDIR
 	case "vfio":
-		return &attrHandle{write: func([]byte) syscall.Errno { return 0 }}, fuse.FOPEN_DIRECT_IO, 0
+		return &containerHandle{}, fuse.FOPEN_DIRECT_IO, 0
 	}
 	if errno := n.k.OpenGroup(n.group); errno != 0 {
 		return nil, 0, errno
@@ -825,17 +826,115 @@ func (n *vfioNode) Open(context.Context, uint32) (fs.FileHandle, uint32, syscall
 	return &groupHandle{k: n.k, group: n.group}, fuse.FOPEN_DIRECT_IO, 0
 }
 
-// groupHandle is an open fake VFIO group; its release lets blocked
-// unbinds proceed.
+// The VFIO ioctls the fake answers: torvalds/linux
+// include/uapi/linux/vfio.h@v6.1, _IO(VFIO_TYPE ';', VFIO_BASE 100 + n).
+const (
+	vfioGetAPIVersion       = 0x3b64
+	vfioCheckExtension      = 0x3b65
+	vfioSetIOMMU            = 0x3b66
+	vfioGroupSetContainer   = 0x3b68
+	vfioGroupUnsetContainer = 0x3b69
+	vfioGroupGetDeviceFD    = 0x3b6a
+
+	vfioAPIVersion   = 0 // VFIO_API_VERSION
+	vfioType1IOMMU   = 1 // VFIO_TYPE1_IOMMU
+	vfioType1v2IOMMU = 3 // VFIO_TYPE1v2_IOMMU
+)
+
+// containerHandle is an open fake /dev/vfio/vfio: writes are ignored (as
+// before), and the container ioctls a VFIO user makes before it asks for a
+// device succeed. The fake cannot see which groups the caller attached (the
+// group's VFIO_GROUP_SET_CONTAINER passes the container fd by pointer, which
+// a FUSE server cannot read), so VFIO_SET_IOMMU is not checked against them.
+type containerHandle struct{}
+
+var (
+	_ fs.FileWriter  = (*containerHandle)(nil)
+	_ fs.FileIoctler = (*containerHandle)(nil)
+)
+
+func (*containerHandle) Write(_ context.Context, data []byte, _ int64) (uint32, syscall.Errno) {
+	return uint32(len(data)), 0
+}
+
+func (*containerHandle) Ioctl(_ context.Context, cmd uint32, arg uint64, _, _ []byte) (int32, syscall.Errno) {
+	switch cmd {
+	case vfioGetAPIVersion:
+		return vfioAPIVersion, 0
+	case vfioCheckExtension:
+		if arg == vfioType1IOMMU || arg == vfioType1v2IOMMU {
+			return 1, 0
+		}
+		return 0, 0
+	case vfioSetIOMMU:
+		if arg == vfioType1IOMMU || arg == vfioType1v2IOMMU {
+			return 0, 0
+		}
+		return 0, syscall.EINVAL
+	}
+	return 0, syscall.ENOTTY
+}
+
+// groupHandle is an open fake VFIO group. VFIO_GROUP_GET_DEVICE_FD on it
+// holds the group's device until the handle is released (the fake's model
+// of the device fd, see Kernel); its release lets blocked unbinds proceed.
 type groupHandle struct {
 	k     *Kernel
 	group int
 	once  sync.Once
+
+	mu        sync.Mutex
+	container bool // VFIO_GROUP_SET_CONTAINER done
+	devices   int  // device fds taken through this open file
 }
 
-var _ fs.FileReleaser = (*groupHandle)(nil)
+var (
+	_ fs.FileReleaser = (*groupHandle)(nil)
+	_ fs.FileIoctler  = (*groupHandle)(nil)
+)
+
+func (h *groupHandle) Ioctl(_ context.Context, cmd uint32, _ uint64, _, _ []byte) (int32, syscall.Errno) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch cmd {
+	case vfioGroupSetContainer:
+		if h.container {
+			return 0, syscall.EINVAL // vfio_group_set_container: already set
+		}
+		h.container = true
+		return 0, 0
+	case vfioGroupUnsetContainer:
+		switch {
+		case !h.container:
+			return 0, syscall.EINVAL
+		case h.devices > 0:
+			return 0, syscall.EBUSY // a device still uses the container
+		}
+		h.container = false
+		return 0, 0
+	case vfioGroupGetDeviceFD:
+		if !h.container {
+			// vfio_device_assign_container: no container (or no IOMMU
+			// set in it) is EINVAL.
+			return 0, syscall.EINVAL
+		}
+		if errno := h.k.GetDevice(h.group); errno != 0 {
+			return 0, errno
+		}
+		h.devices++
+		// No new fd can be made here: 0 says "the device fd is this open
+		// file" (a real kernel never returns 0, stdin's number, for it).
+		return 0, 0
+	}
+	return 0, syscall.ENOTTY
+}
 
 func (h *groupHandle) Release(context.Context) syscall.Errno {
-	h.once.Do(func() { h.k.CloseGroup(h.group) })
+	h.once.Do(func() {
+		h.mu.Lock()
+		n := h.devices
+		h.mu.Unlock()
+		h.k.CloseGroup(h.group, n)
+	})
 	return 0
 }

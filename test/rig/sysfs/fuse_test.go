@@ -498,7 +498,11 @@ func TestFuseVFNetdevsGoWithTheirDriver(t *testing.T) {
 	}
 }
 
-func TestFuseOpenVFIOGroupBlocksUnbindAndNumVFs(t *testing.T) {
+// What blocks the release of a vfio-pci VF is a held device fd, as on a
+// real kernel (field notes section 2; Kernel, "VFIO"): an open group alone
+// does not, a device taken through the group does, and so does the device
+// fd alone once the group and container are closed.
+func TestFuseHeldVFIODeviceBlocksUnbindAndNumVFs(t *testing.T) {
 	f := serve(t, "", []PF{{Name: "rgf0", MAC: "02:00:00:fe:00:03"}}, "")
 	pf := PFBDF(0)
 	for _, s := range [][2]string{{f.dev(pf, "sriov_drivers_autoprobe"), "0"}, {f.dev(pf, "sriov_numvfs"), "2"}} {
@@ -519,17 +523,30 @@ func TestFuseOpenVFIOGroupBlocksUnbindAndNumVFs(t *testing.T) {
 	bindVFIO(vf0)
 	bindVFIO(vf1)
 	g0, _ := iommuGroup(vf0)
-	groupFile := filepath.Join(f.vfio, fmt.Sprint(g0))
+	group := fmt.Sprint(g0)
+	groupFile := filepath.Join(f.vfio, group)
+	unbind := func() error { return store(filepath.Join(f.sys, "bus/pci/drivers/vfio-pci/unbind"), vf0) }
 
-	// A VM (QEMU) holds the group; a second open is refused.
-	holder, err := os.Open(groupFile)
+	// The group open alone: a second open is refused, an unbind is not.
+	opened, err := os.Open(groupFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer holder.Close()
+	defer opened.Close()
 	if _, err := os.Open(groupFile); !errors.Is(err, syscall.EBUSY) {
 		t.Errorf("second open of group %d: want EBUSY, got %v", g0, err)
 	}
+	// A device fd needs a container first (vfio_device_assign_container).
+	if _, err := ioctl(opened, vfioGroupGetDeviceFD, 0); !errors.Is(err, syscall.EINVAL) {
+		t.Errorf("VFIO_GROUP_GET_DEVICE_FD without a container: want EINVAL, got %v", err)
+	}
+	if err := unbind(); err != nil {
+		t.Fatalf("unbind with only the group open: %v", err)
+	}
+	if _, err := os.Stat(groupFile); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("group file after unbind with the group open: %v", err)
+	}
+	opened.Close()
 
 	expectBlocked := func(what string, write func() error, release func()) {
 		t.Helper()
@@ -538,7 +555,7 @@ func TestFuseOpenVFIOGroupBlocksUnbindAndNumVFs(t *testing.T) {
 		go func() { done <- write() }()
 		select {
 		case err := <-done:
-			t.Fatalf("%s returned while the group is open: %v", what, err)
+			t.Fatalf("%s returned while the device is held: %v", what, err)
 		case <-time.After(300 * time.Millisecond):
 		}
 		if d := driverOf(t, f, vf0); d != DriverVFIO {
@@ -550,14 +567,27 @@ func TestFuseOpenVFIOGroupBlocksUnbindAndNumVFs(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s after release: %v", what, err)
 			}
-			t.Logf("%s blocked %v, until the group was closed", what, time.Since(start))
+			t.Logf("%s blocked %v, until the device was let go", what, time.Since(start))
 		case <-time.After(5 * time.Second):
-			t.Fatalf("%s still blocked 5s after the group was closed", what)
+			t.Fatalf("%s still blocked 5s after the device was let go", what)
 		}
 	}
-	expectBlocked("unbind from vfio-pci", func() error {
-		return store(filepath.Join(f.sys, "bus/pci/drivers/vfio-pci/unbind"), vf0)
-	}, func() { holder.Close() })
+	hold := func() *DeviceHold {
+		t.Helper()
+		bindVFIO(vf0)
+		h, err := HoldDevice(f.vfio, group, vf0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { h.Close() })
+		if !f.srv.Kernel.DeviceHeld(g0) {
+			t.Fatalf("group %d: no device held after HoldDevice", g0)
+		}
+		return h
+	}
+
+	h := hold()
+	expectBlocked("unbind from vfio-pci", unbind, func() { h.Close() })
 	if d := driverOf(t, f, vf0); d != "" {
 		t.Errorf("driver %q after the unbind returned", d)
 	}
@@ -565,18 +595,21 @@ func TestFuseOpenVFIOGroupBlocksUnbindAndNumVFs(t *testing.T) {
 		t.Errorf("group file after unbind: %v", err)
 	}
 
-	// Removing the VFs blocks the same way, on any VF held.
-	bindVFIO(vf0)
-	holder, err = os.Open(groupFile)
-	if err != nil {
+	// The device fd alone, group and container closed, still holds it.
+	h = hold()
+	if err := h.CloseGroup(); err != nil {
 		t.Fatal(err)
 	}
-	defer holder.Close()
+	// What pkg/sriov's holder search finds of it: an fd of this process
+	// that is the group file (same device and inode), as the fake's device
+	// fd is; a real kernel's is anon_inode:[vfio-device].
+	if !fdOpenOn(t, groupFile) {
+		t.Errorf("no fd of this process is the group file %s while the device is held", groupFile)
+	}
 	// A read of sriov_numvfs waits for the store too (device lock).
 	readDone := make(chan string, 1)
 	expectBlocked("sriov_numvfs=0", func() error {
-		err := store(f.dev(pf, "sriov_numvfs"), "0")
-		return err
+		return store(f.dev(pf, "sriov_numvfs"), "0")
 	}, func() {
 		go func() {
 			b, _ := os.ReadFile(f.dev(pf, "sriov_numvfs"))
@@ -587,7 +620,7 @@ func TestFuseOpenVFIOGroupBlocksUnbindAndNumVFs(t *testing.T) {
 			t.Errorf("sriov_numvfs read %q while a store held the device", v)
 		case <-time.After(200 * time.Millisecond):
 		}
-		holder.Close()
+		h.Close()
 	})
 	select {
 	case v := <-readDone:
@@ -597,9 +630,6 @@ func TestFuseOpenVFIOGroupBlocksUnbindAndNumVFs(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Error("sriov_numvfs read still blocked after the store")
 	}
-	if got := read(t, f.dev(pf, "sriov_numvfs")); got != "0" {
-		t.Errorf("sriov_numvfs %q", got)
-	}
 	if groups, _ := os.ReadDir(f.vfio); len(groups) != 1 || groups[0].Name() != "vfio" {
 		t.Errorf("fake /dev/vfio after the VFs went: %v", groups)
 	}
@@ -608,12 +638,7 @@ func TestFuseOpenVFIOGroupBlocksUnbindAndNumVFs(t *testing.T) {
 	if err := store(f.dev(pf, "sriov_numvfs"), "1"); err != nil {
 		t.Fatal(err)
 	}
-	bindVFIO(vf0)
-	holder, err = os.Open(groupFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Close()
+	hold()
 	done := make(chan error, 1)
 	go func() { done <- store(f.dev(pf, "sriov_numvfs"), "0") }()
 	time.Sleep(200 * time.Millisecond)
@@ -626,6 +651,26 @@ func TestFuseOpenVFIOGroupBlocksUnbindAndNumVFs(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("blocked store not released by Close")
 	}
+}
+
+// fdOpenOn reports whether one of this process's fds is the file at path.
+func fdOpenOn(t *testing.T, path string) bool {
+	t.Helper()
+	var want syscall.Stat_t
+	if err := syscall.Stat(path, &want); err != nil {
+		t.Fatal(err)
+	}
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fd := range fds {
+		var st syscall.Stat_t
+		if syscall.Stat("/proc/self/fd/"+fd.Name(), &st) == nil && st.Dev == want.Dev && st.Ino == want.Ino {
+			return true
+		}
+	}
+	return false
 }
 
 // listIn runs fn on a thread in the named netns: FUSE sees the thread's

@@ -20,8 +20,8 @@ import (
 // Kernel is the in-memory PCI state a FUSE-served fake sysfs (Serve)
 // shows. Its stores behave like the kernel's sysfs stores: they take
 // effect before write(2) returns, or fail it with the kernel's errno, and
-// a store that would release a VF whose VFIO group is open blocks until
-// the group is closed. Sources (torvalds/linux, v6.x):
+// a store that would release a VF whose VFIO device is held open blocks
+// until it is let go (see "VFIO" below). Sources (torvalds/linux, v6.x):
 //
 //   - drivers/pci/iov.c sriov_numvfs_store: kstrtou16 errors (EINVAL,
 //     ERANGE on overflow), ERANGE above sriov_totalvfs, no-op when equal,
@@ -31,13 +31,41 @@ import (
 //     device, a driver that does not match, or unbind from another driver;
 //     drivers/base/dd.c __driver_probe_device: EBUSY when already bound.
 //     drivers_probe_store: ENODEV for an unknown device, else success.
+//     drivers/pci/pci-driver.c pci_device_can_probe: a VF takes a driver
+//     only with its PF's sriov_drivers_autoprobe on or a driver_override.
 //   - drivers/pci/pci-sysfs.c driver_override_show: "%s\n" of a NULL
 //     pointer, "(null)"; drivers/base/driver.c driver_set_override: a
 //     lone newline clears it, EINVAL at PAGE_SIZE.
-//   - drivers/vfio/vfio_main.c vfio_unregister_group_dev: unbinding a
-//     device in use blocks, logging "Relaying device request to user"
-//     every 10 s, even after a signal; drivers/vfio/group.c
-//     vfio_group_fops_open: EBUSY for a second open of a group.
+//
+// VFIO. What blocks a release is a VFIO *device* in use, not an open
+// group file: torvalds/linux drivers/vfio/vfio_main.c@v6.1
+// vfio_unregister_group_dev drops the device's registration
+// (vfio_device_put_registration) and waits, asking the driver to let go
+// every 10 s (vfio-pci: "No device request channel registered, blocked
+// until released by user" once, or "Relaying device request to user"),
+// for the last registration to go; VFIO_GROUP_GET_DEVICE_FD
+// (vfio_group_get_device_fd, same file at v6.1; drivers/vfio/group.c from
+// v6.2) takes one for the life of the device fd it returns, and
+// vfio_device_fops_release gives it back. The group file takes none: a
+// process holding only /dev/vfio/<group> open does not block an unbind or
+// sriov_numvfs=0 (measured on 6.1 and 6.12, field notes section 2), and
+// the group node goes with its last device, open or not. A second open of
+// a group is EBUSY (vfio_group_fops_open, group->opened_file).
+//
+// A FUSE server cannot put a new file descriptor into the caller (the
+// device fd is an anonymous inode the kernel makes), so the fake models
+// the device fd by the open group file that asked for it: the fake group
+// file answers the VFIO ioctls a user makes on the way (FUSE passes them
+// through: they are _IO numbers, no data to copy), and
+// VFIO_GROUP_GET_DEVICE_FD, after VFIO_GROUP_SET_CONTAINER, marks that
+// open file as holding the device and returns 0 instead of a new fd. The
+// device is held until that open file's last close (FUSE release), so a
+// user keeps a dup of the group fd as its "device fd" and may close the
+// original and the container (HoldDevice does this). The differences
+// that remain: the holder's /proc/PID/fd shows the fake group file, not
+// anon_inode:[vfio-device], and the group cannot be opened again while
+// the device is held (on a real kernel it can, once the group fd is
+// closed).
 //
 // A Kernel stands in for one NIC model (KernelConfig.VFDriver picks it):
 // its PF and VF device ids and the drivers that bind them.
@@ -53,7 +81,8 @@ type Kernel struct {
 	mu      sync.Mutex
 	fns     map[string]*function
 	groups  map[int]int   // open count of each fake /dev/vfio/<group>
-	changed chan struct{} // closed and replaced when a group closes or the kernel stops
+	devices map[int]int   // device fds held through each group (VFIO_GROUP_GET_DEVICE_FD)
+	changed chan struct{} // closed and replaced when a device is let go or the kernel stops
 	closed  bool
 	vfioMod uint32 // mode bits of the fake /dev/vfio/vfio
 
@@ -115,7 +144,7 @@ func NewKernel(cfg KernelConfig) (*Kernel, error) {
 	if l == nil {
 		l = log.New(io.Discard, "", 0)
 	}
-	k := &Kernel{cfg: cfg, nic: nic, log: l, fns: map[string]*function{}, groups: map[int]int{},
+	k := &Kernel{cfg: cfg, nic: nic, log: l, fns: map[string]*function{}, groups: map[int]int{}, devices: map[int]int{},
 		changed: make(chan struct{}), vfioMod: 0o600, relayEvery: 10 * time.Second}
 	for i, pf := range cfg.PFs {
 		k.fns[PFBDF(i)] = k.newPF(PFBDF(i), pf)
@@ -407,7 +436,26 @@ func (k *Kernel) StoreBind(driver string, buf []byte) syscall.Errno {
 	if cur != "" {
 		return syscall.EBUSY
 	}
+	if !k.canProbe(f) {
+		return syscall.ENODEV
+	}
 	return k.attachLocked(driver, f)
+}
+
+// canProbe is pci_device_can_probe (torvalds/linux
+// drivers/pci/pci-driver.c@v6.1, called by pci_device_probe): a VF whose
+// PF has sriov_drivers_autoprobe off takes no driver, by a bind
+// (ENODEV) or a probe (none binds), unless its driver_override is set.
+// Measured on 6.1 and 6.12 (test/kernel scenario: "bind vf1 to the VF
+// driver" with autoprobe off is ENODEV).
+func (k *Kernel) canProbe(f *function) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if f.isPF() || f.Override != nil {
+		return true
+	}
+	pf := k.fns[f.PF]
+	return pf == nil || pf.Autoprobe
 }
 
 // StoreUnbind is a write to bus/pci/drivers/<driver>/unbind.
@@ -451,7 +499,7 @@ func (k *Kernel) probeLocked(f *function) syscall.Errno {
 		}
 	}
 	k.mu.Unlock()
-	if bound || driver == "" {
+	if bound || driver == "" || !k.canProbe(f) {
 		return 0
 	}
 	return k.attachLocked(driver, f)
@@ -474,9 +522,10 @@ func (k *Kernel) attachLocked(driver string, f *function) syscall.Errno {
 	return 0
 }
 
-// releaseLocked unbinds f's driver (f.lock held). A vfio-pci device whose
-// group is open blocks here until the group is closed, as
-// vfio_unregister_group_dev does; a PF driver takes its VFs with it.
+// releaseLocked unbinds f's driver (f.lock held). A vfio-pci device held
+// through a device fd blocks here until that is let go, as
+// vfio_unregister_group_dev does; an open group alone does not. A PF
+// driver takes its VFs with it.
 func (k *Kernel) releaseLocked(f *function) syscall.Errno {
 	k.mu.Lock()
 	driver := f.Driver
@@ -485,7 +534,7 @@ func (k *Kernel) releaseLocked(f *function) syscall.Errno {
 	case "":
 		return 0
 	case DriverVFIO:
-		if errno := k.waitGroupClosed(f); errno != 0 {
+		if errno := k.waitDeviceReleased(f); errno != 0 {
 			return errno
 		}
 	case k.nic.VFDriver:
@@ -513,24 +562,29 @@ func (k *Kernel) releaseLocked(f *function) syscall.Errno {
 	return 0
 }
 
-// waitGroupClosed blocks while f's VFIO group is open.
-func (k *Kernel) waitGroupClosed(f *function) syscall.Errno {
+// waitDeviceReleased blocks while f's device is held (a device fd
+// obtained through its group), logging what vfio-pci logs: the request
+// once, then (the fake's own line) every relayEvery while it waits.
+func (k *Kernel) waitDeviceReleased(f *function) syscall.Errno {
 	group, err := iommuGroup(f.BDF)
 	if err != nil {
 		return syscall.EINVAL
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	for count := 1; k.groups[group] > 0; count++ {
+	for count := 0; k.devices[group] > 0; count++ {
 		if k.closed {
 			return syscall.ENODEV
+		}
+		if count == 0 {
+			k.log.Printf("vfio-pci %s: No device request channel registered, blocked until released by user", f.BDF)
 		}
 		ch := k.changed
 		k.mu.Unlock()
 		select {
 		case <-ch:
 		case <-time.After(k.relayEvery):
-			k.log.Printf("vfio-pci %s: Relaying device request to user (#%d)", f.BDF, count)
+			k.log.Printf("vfio-pci %s: device still in use (#%d)", f.BDF, count+1)
 		}
 		k.mu.Lock()
 	}
@@ -612,8 +666,9 @@ func (k *Kernel) OpenGroup(group int) syscall.Errno {
 	return 0
 }
 
-// CloseGroup is the release of an OpenGroup.
-func (k *Kernel) CloseGroup(group int) {
+// CloseGroup is the release of an OpenGroup; devices is how many device
+// fds that open file held (GetDevice), which are let go with it.
+func (k *Kernel) CloseGroup(group, devices int) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.groups[group] > 0 {
@@ -622,10 +677,28 @@ func (k *Kernel) CloseGroup(group int) {
 	if k.groups[group] == 0 {
 		delete(k.groups, group)
 	}
+	k.devices[group] -= devices
+	if k.devices[group] <= 0 {
+		delete(k.devices, group)
+	}
 	if !k.closed {
 		close(k.changed)
 		k.changed = make(chan struct{})
 	}
+}
+
+// GetDevice is VFIO_GROUP_GET_DEVICE_FD on an open group: the device of
+// the group is held until CloseGroup lets it go. ENODEV when the group
+// has no device bound to vfio-pci any more (vfio_device_get_from_name
+// finds none).
+func (k *Kernel) GetDevice(group int) syscall.Errno {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if !k.groupExistsLocked(group) {
+		return syscall.ENODEV
+	}
+	k.devices[group]++
+	return 0
 }
 
 // GroupOpen reports whether a process holds the group open.
@@ -633,6 +706,13 @@ func (k *Kernel) GroupOpen(group int) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.groups[group] > 0
+}
+
+// DeviceHeld reports whether a device fd of the group is held.
+func (k *Kernel) DeviceHeld(group int) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.devices[group] > 0
 }
 
 func (k *Kernel) groupExistsLocked(group int) bool {
