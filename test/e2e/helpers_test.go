@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"archive/tar"
 	"bufio"
 	"bytes"
 	"context"
@@ -32,6 +33,10 @@ import (
 
 // binary is the sriov-lane built once for the package (TestMain).
 var binary string
+
+// vfioHold is test/rig/cmd/vfio-hold, built static by TestMain, for holding
+// a VF's VFIO device from inside a node.
+var vfioHold string
 
 // logsRoot is where a failed test's lanes export their logs (exportLogs):
 // $ARTIFACTS, where a CI system collects files, else a directory made
@@ -67,6 +72,15 @@ func TestMain(m *testing.M) {
 	out, err := exec.Command("go", "build", "-o", binary, "github.com/sriov-lane/sriov-lane/cmd/sriov-lane").CombinedOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "building sriov-lane: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	// vfio-hold runs inside a node container: static.
+	vfioHold = filepath.Join(dir, "vfio-hold")
+	build := exec.Command("go", "build", "-o", vfioHold, "github.com/sriov-lane/sriov-lane/test/rig/cmd/vfio-hold")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building vfio-hold: %v\n%s", err, out)
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}
@@ -362,4 +376,28 @@ func statusJSON(t *testing.T, l *lane) map[string]any {
 		t.Fatalf("status -o json: %v\n%s", err, r.output)
 	}
 	return m
+}
+
+// copyIntoContainer puts the host file src at dst in the container, mode
+// 0755, as docker cp does (a one-file tar through the API).
+func copyIntoContainer(t *testing.T, cli *client.Client, name, src, dst string) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if err := tw.WriteHeader(&tar.Header{Name: filepath.Base(dst), Mode: 0o755, Size: int64(len(b))}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tw.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cli.CopyToContainer(context.Background(), name, filepath.Dir(dst), &buf, container.CopyToContainerOptions{}); err != nil {
+		t.Fatalf("copying %s into %s: %v", src, name, err)
+	}
 }

@@ -359,9 +359,11 @@ func TestBadInputChangesNothing(t *testing.T) {
 	}
 }
 
-// holdVF holds the VFIO group of the first VF of the lane's first PF (in
-// agent-0: leases go in PF order) open from a process inside that agent,
-// as QEMU of a running KubeVirt VM does, and returns once it does.
+// holdVF holds the VFIO device of the first VF of the lane's first PF from
+// inside agent-0, as QEMU of a running KubeVirt VM does: vfio-hold
+// (test/rig/cmd/vfio-hold) takes a device fd and closes its group, which
+// is what the kernel blocks the VF's unbind on (an open group alone does
+// not block: the kernel tier's scenario shows it on 6.1 and 6.12).
 func holdVF(t *testing.T, r *rig.Rig, l *lane) {
 	t.Helper()
 	pfDir := filepath.Join(r.State.SysfsRoot, "bus/pci/devices", r.State.PFs[0].BDF)
@@ -375,18 +377,12 @@ func holdVF(t *testing.T, r *rig.Rig, l *lane) {
 		t.Fatal(err)
 	}
 	group := filepath.Base(groupLink)
-	// vfio-pci makes /dev/vfio/<group> when it binds a device; the rig's
-	// plain-file VFIO dir may not have it.
-	groupFile := filepath.Join(r.State.VFIODir, group)
-	if _, err := os.Stat(groupFile); os.IsNotExist(err) {
-		if err := os.WriteFile(groupFile, nil, 0o666); err != nil {
-			t.Fatal(err)
-		}
-	}
 	cli := docker(t)
 	ctx := context.Background()
-	exec, err := cli.ContainerExecCreate(ctx, "k3d-"+l.cfg.Name+"-agent-0", container.ExecOptions{
-		Cmd: []string{"sh", "-c", `exec 3<"/dev/vfio/$1"; exec sleep 600`, "sh", group},
+	agent := "k3d-" + l.cfg.Name + "-agent-0"
+	copyIntoContainer(t, cli, agent, vfioHold, "/bin/vfio-hold")
+	exec, err := cli.ContainerExecCreate(ctx, agent, container.ExecOptions{
+		Cmd: []string{"/bin/vfio-hold", "/dev/vfio", group, vf},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -394,19 +390,26 @@ func holdVF(t *testing.T, r *rig.Rig, l *lane) {
 	if err := cli.ContainerExecStart(ctx, exec.ID, container.ExecStartOptions{Detach: true}); err != nil {
 		t.Fatal(err)
 	}
-	// The holder is up once the exec reports a running process with fd 3.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	// The holder is up once its process holds the device: the rig's fake
+	// gives the device fd as the group file it was asked through.
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
 		ins, err := cli.ContainerExecInspect(ctx, exec.ID)
-		if err == nil && ins.Running && ins.Pid > 0 {
-			if _, err := os.Stat(fmt.Sprintf("/proc/%d/fd/3", ins.Pid)); err == nil {
-				return
+		if err != nil || ins.Pid <= 0 {
+			return false, nil
+		}
+		if !ins.Running {
+			return false, fmt.Errorf("vfio-hold exited %d", ins.ExitCode)
+		}
+		fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", ins.Pid))
+		for _, fd := range fds {
+			if l, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", ins.Pid, fd.Name())); strings.HasSuffix(l, "/"+group) {
+				return true, nil
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the holder did not start")
-		}
-		time.Sleep(100 * time.Millisecond)
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("the holder of VF %s (group %s) did not start: %v", vf, group, err)
 	}
 }
 

@@ -9,4 +9,7 @@
 //
 //	boot_test.go: every kernel boots; the guest sees the igb PFs and VFIO,
 //	  and results, files and a nonzero exit come back (internal/bootcheck)
+//	scenario_test.go: the sysfs and netlink scenario (scenario/) on every
+//	  kernel and on the rig's FUSE fake, transcripts compared step by step,
+//	  with each difference left a named exception
 package kernel
