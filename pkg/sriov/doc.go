@@ -12,7 +12,8 @@
 //   - move.go:      PFs into a node's netns and back (rename on collision)
 //   - placement.go: which PFs are placed where, read from the journal
 //   - vfs.go:       sriov_numvfs, autoprobe, vfio-pci / kernel driver binding
-//   - holders.go:   processes holding a VF's VFIO group, bounded waits for them
+//   - holders.go:   processes holding a VF through VFIO (group file, device
+//     cdev, device fd), bounded waits for them
 //   - target.go:    netns targets (pid, path, Docker container)
 //   - netlinkhandle.go: netlink handles, for the route family only
 //   - session.go:   one lane's use of the package, every change journalled
