@@ -34,6 +34,11 @@ type PF struct {
 	// chosen only when pfs.include names it exactly (Selection.Allows).
 	DefaultRoute  bool `json:"defaultRoute"`
 	GlobalAddress bool `json:"globalAddress"`
+	// Emulated marks a PF a hypervisor emulates (QEMU's igb): Emulation
+	// names it and EmulationLacks says what a suite must not expect.
+	Emulated       bool     `json:"emulated"`
+	Emulation      string   `json:"emulation,omitempty"`
+	EmulationLacks []string `json:"emulationLacks,omitempty"`
 }
 
 func (p PF) String() string { return fmt.Sprintf("PF %s (%s)", p.Name, p.PCI) }
@@ -75,6 +80,9 @@ func Discover(s Sysfs) ([]PF, error) {
 		pf.NumVFs, _ = s.ReadInt(bdf, "sriov_numvfs")
 		pf.Vendor, _ = s.ReadAttr(bdf, "vendor")
 		pf.Device, _ = s.ReadAttr(bdf, "device")
+		if em, ok := EmulationOf(s, bdf); ok {
+			pf.Emulated, pf.Emulation, pf.EmulationLacks = true, em.Model, em.Lacks
+		}
 		if pf.Driver, err = s.Driver(bdf); err != nil {
 			return nil, fmt.Errorf("discovering PFs: %w", err)
 		}

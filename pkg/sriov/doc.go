@@ -5,6 +5,7 @@
 // Where things live (TestDocFileMap keeps this list true):
 //   - discover.go:  which PFs exist (sysfs + netlink, matched by MAC), the
 //     links of a netns
+//   - emulated.go:  PFs a hypervisor emulates (QEMU's igb), what they lack
 //   - select.go:    include/exclude rules
 //   - lease.go:     cross-lane leases under the state dir
 //   - pin.go:       an agent's netns pinned for the lane's life; where a
