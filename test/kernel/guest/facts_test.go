@@ -112,6 +112,9 @@ func TestEmulatedIGBVFSettings(t *testing.T) {
 			res[what] = err.Error()
 		}
 	}
+	// The PF is up, as in a node using it: igb refuses a VF rate while
+	// its link speed is not 1000 Mb/s, and a moved link comes in down.
+	try("PF up", h.LinkSetUp(link))
 	try("link state disable", h.LinkSetVfState(link, 0, netlink.VF_LINK_STATE_DISABLE))
 	try("spoof check on", h.LinkSetVfSpoofchk(link, 0, true))
 	try("trust on", h.LinkSetVfTrust(link, 0, true))

@@ -92,7 +92,8 @@ func newLane(t *testing.T, name string) *lane {
 	// Whatever a test leaves, the lane is undone (a held VF's holder is
 	// stopped by its own cleanup, registered later, so it runs first).
 	t.Cleanup(func() {
-		if err := l.down(t.Context(), 10*time.Second); err != nil {
+		// t.Context() is already cancelled when cleanups run.
+		if err := l.down(context.Background(), 10*time.Second); err != nil {
 			t.Errorf("cleanup down of lane %s: %v", name, err)
 		}
 		j.Close()
