@@ -27,7 +27,7 @@ type Agent struct {
 // StartAgent starts an agent; it is stopped when t ends.
 func StartAgent(t testing.TB, name string) *Agent {
 	t.Helper()
-	cmd := exec.Command("/proc/self/exe")
+	cmd := exec.Command(self())
 	cmd.Env = append(os.Environ(), roleEnv+"="+roleAgent)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET, Pdeathsig: syscall.SIGKILL}
 	stdin, err := cmd.StdinPipe()

@@ -60,3 +60,12 @@ func Record(t testing.TB, name string, v any) {
 		t.Errorf("recording %s: %v", name, err)
 	}
 }
+
+// self is this test binary, by its own name: re-executed by it, a helper's
+// comm (what holder errors name) reads like the binary, not "exe".
+func self() string {
+	if p, err := os.Executable(); err == nil {
+		return p
+	}
+	return "/proc/self/exe"
+}

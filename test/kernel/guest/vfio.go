@@ -54,7 +54,7 @@ type Holder struct {
 // mode; it is stopped when t ends, if not before.
 func StartHolder(t testing.TB, group, bdf string, mode HoldMode) *Holder {
 	t.Helper()
-	cmd := exec.Command("/proc/self/exe")
+	cmd := exec.Command(self())
 	cmd.Env = append(os.Environ(), roleEnv+"="+roleHolder, "HOLD_GROUP="+group, "HOLD_DEVICE="+bdf, "HOLD_MODE="+string(mode))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stdin, err := cmd.StdinPipe()
