@@ -34,10 +34,9 @@ const (
 // switchdev suite, "IGB driver does not support switchdev driver model").
 // test/kernel/guest asks the guest's igb (QEMU 10.0.2, kernels 6.1 and
 // 6.12) and records the answers: a VF link state is refused (EOPNOTSUPP);
-// spoof check, trust and a
-// VF VLAN are taken; a VF max TX rate was refused (EINVAL) with the PF
-// just set up, which igb does while its link is not at 1000 Mb/s, so it
-// is not listed here.
+// spoof check, trust and a VF VLAN are taken; a VF max TX rate was refused
+// (EINVAL) with the PF just set up, which igb does while its link is not
+// at 1000 Mb/s, so it is not listed here.
 var qemuIGBLacks = []string{
 	"VF link state (ip link set PF vf N state auto|enable|disable)",
 	"VF statistics (ip -s link show PF: vf N stats; metrics exporters)",
