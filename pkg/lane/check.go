@@ -33,6 +33,8 @@ type CheckResult struct {
 	Status  CheckStatus `json:"status"`
 	Message string      `json:"message"`
 	Hint    string      `json:"hint,omitempty"`
+	// PF is the PF a "pf NAME" line is about, for machines reading -o json.
+	PF *PFSummary `json:"pf,omitempty"`
 }
 
 // Checker runs the preflight checks. It changes nothing on the host.
@@ -62,6 +64,23 @@ type PFSummary struct {
 	// to is the NIC's VF driver, seen here.
 	VFs  []VFStatus `json:"vfs,omitempty"`
 	Note string     `json:"note,omitempty"`
+	// Emulated marks a PF a hypervisor emulates (QEMU's igb), so a suite
+	// on the lane can skip what EmulationLacks lists.
+	Emulated       bool     `json:"emulated"`
+	Emulation      string   `json:"emulation,omitempty"`
+	EmulationLacks []string `json:"emulationLacks,omitempty"`
+}
+
+// emulationText says a PF is emulated and what it lacks ("" for a real one).
+func emulationText(pf PFSummary) string {
+	if !pf.Emulated {
+		return ""
+	}
+	s := "; emulated: " + pf.Emulation
+	if len(pf.EmulationLacks) > 0 {
+		s += ", lacks " + strings.Join(pf.EmulationLacks, "; ")
+	}
+	return s
 }
 
 // vfsText lists VFs with their drivers for a check line ("" for none).
@@ -94,7 +113,7 @@ func (c *Checker) Run(ctx context.Context) []CheckResult {
 	checkCgroup(provider.HostCgroupRoot, add)
 	checkInotify(inotifyInstancesFile, add)
 	c.checkSysfs(add)
-	c.checkPFs(ctx, add)
+	c.checkPFs(ctx, func(r CheckResult) { out = append(out, r) })
 
 	if fi, err := os.Stat(filepath.Join(l.VFIODir, "vfio")); err == nil && fi.Mode()&os.ModeType != os.ModeDir {
 		add("vfio-device", Pass, filepath.Join(l.VFIODir, "vfio")+" present", "")
@@ -238,7 +257,13 @@ func (c *Checker) checkSysfs(add func(string, CheckStatus, string, string)) {
 	add("sysfs", Pass, root+" readable and writable", "")
 }
 
-func (c *Checker) checkPFs(ctx context.Context, add func(string, CheckStatus, string, string)) {
+func (c *Checker) checkPFs(ctx context.Context, emit func(CheckResult)) {
+	add := func(name string, st CheckStatus, msg, hint string) {
+		emit(CheckResult{Name: name, Status: st, Message: msg, Hint: hint})
+	}
+	addPF := func(pf PFSummary, st CheckStatus, msg string) {
+		emit(CheckResult{Name: "pf " + pf.Name, Status: st, Message: msg, PF: &pf})
+	}
 	l := c.Lane
 	need := l.PFsNeeded()
 	if c.PFs == nil {
@@ -253,19 +278,19 @@ func (c *Checker) checkPFs(ctx context.Context, add func(string, CheckStatus, st
 	usable := 0
 	for _, pf := range rep.Usable {
 		st := Pass
-		msg := fmt.Sprintf("%s (%s) driver %s, totalvfs %d%s", pf.Name, pf.PCI, pf.Driver, pf.TotalVFs, vfsText(pf.VFs))
+		msg := fmt.Sprintf("%s (%s) driver %s, totalvfs %d%s%s", pf.Name, pf.PCI, pf.Driver, pf.TotalVFs, vfsText(pf.VFs), emulationText(pf))
 		if !l.EnoughVFs(pf.TotalVFs) {
 			st = Warn
 			msg += fmt.Sprintf(": fewer than vfsPerPF=%d, not usable", l.VFsPerPF)
 		} else {
 			usable++
 		}
-		add("pf "+pf.Name, st, msg, "")
+		addPF(pf, st, msg)
 	}
 	for _, pf := range rep.Excluded {
 		// The reason says what would take it: an include list does not
 		// override pfs.exclude, and a glob never takes a PF the host uses.
-		add("pf "+pf.Name, Warn, fmt.Sprintf("%s (%s) not chosen: %s%s", pf.Name, pf.PCI, pf.Note, vfsText(pf.VFs)), "")
+		addPF(pf, Warn, fmt.Sprintf("%s (%s) not chosen: %s%s%s", pf.Name, pf.PCI, pf.Note, vfsText(pf.VFs), emulationText(pf)))
 	}
 	msg := fmt.Sprintf("%d usable SR-IOV PFs, need %d (agents %d x pfsPerNode %d)", usable, need, l.Agents, l.PFsPerNode)
 	if small := len(rep.Usable) - usable; small > 0 {

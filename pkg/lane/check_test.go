@@ -101,9 +101,9 @@ func TestCheckShowsEachVFsDriver(t *testing.T) {
 	l.PFs.Include = []string{pf.Name}
 	c := &Checker{Lane: l, PFs: PFReportFunc(l)}
 	var line *CheckResult
-	c.checkPFs(t.Context(), func(name string, st CheckStatus, msg, hint string) {
-		if name == "pf "+pf.Name {
-			line = &CheckResult{Name: name, Status: st, Message: msg}
+	c.checkPFs(t.Context(), func(r CheckResult) {
+		if r.Name == "pf "+pf.Name {
+			line = &r
 		}
 	})
 	if line == nil {

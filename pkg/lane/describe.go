@@ -51,6 +51,11 @@ type PFStatus struct {
 	VFDrivers  map[string]int `json:"vfDrivers,omitempty"`
 	VFs        []VFStatus     `json:"vfs,omitempty"`
 	LeasedBy   string         `json:"leasedBy,omitempty"`
+	// Emulated marks a PF a hypervisor emulates (QEMU's igb), so a suite
+	// on the lane can skip what EmulationLacks lists.
+	Emulated       bool     `json:"emulated"`
+	Emulation      string   `json:"emulation,omitempty"`
+	EmulationLacks []string `json:"emulationLacks,omitempty"`
 }
 
 // VFStatus is one VF of a PF, as sysfs shows it now.
@@ -121,6 +126,9 @@ func Describe(ctx context.Context, l *config.Lane, docker *client.Client) (*Lane
 		ps.NumVFs, _ = sys.ReadInt(pl.PF.PCI, "sriov_numvfs")
 		ps.VFDrivers = sys.VFDrivers(pl.PF.PCI)
 		ps.VFs = vfStatuses(sys, pl.PF.PCI)
+		if em, ok := sriov.EmulationOf(sys, pl.PF.PCI); ok {
+			ps.Emulated, ps.Emulation, ps.EmulationLacks = true, em.Model, em.Lacks
+		}
 		if problem := locatePF(ctx, l, cli, nodes, pl, &ps); problem != "" {
 			st.Problems = append(st.Problems, problem)
 		} else if problem := vfProblem(l, sys, pl.PF.PCI); problem != "" {
@@ -245,6 +253,15 @@ func FormatStatus(st *LaneStatus) string {
 	for _, p := range st.PFs {
 		for _, vf := range p.VFs {
 			fmt.Fprintf(&b, "%d\t%s\t%s\t%s\n", vf.Index, p.Name, vf.PCI, vf.Driver)
+		}
+	}
+	for _, p := range st.PFs {
+		if p.Emulated {
+			fmt.Fprintf(&b, "emulated: PF %s (%s) is %s", p.Name, p.PCI, p.Emulation)
+			if len(p.EmulationLacks) > 0 {
+				fmt.Fprintf(&b, "; it lacks %s", strings.Join(p.EmulationLacks, "; "))
+			}
+			fmt.Fprintln(&b)
 		}
 	}
 	for _, n := range st.Notes {

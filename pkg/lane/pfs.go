@@ -29,7 +29,8 @@ func PFReportFunc(l *config.Lane) func(context.Context) (PFReport, error) {
 		sel := selection(l)
 		var rep PFReport
 		for _, pf := range pfs {
-			s := PFSummary{Name: pf.Name, PCI: pf.PCI, Driver: pf.Driver, TotalVFs: pf.TotalVFs, VFs: vfStatuses(sys, pf.PCI)}
+			s := PFSummary{Name: pf.Name, PCI: pf.PCI, Driver: pf.Driver, TotalVFs: pf.TotalVFs, VFs: vfStatuses(sys, pf.PCI),
+				Emulated: pf.Emulated, Emulation: pf.Emulation, EmulationLacks: pf.EmulationLacks}
 			if ls, ok := leases[pf.PCI]; ok {
 				s.Note = fmt.Sprintf("leased by lane %q", ls.Lane)
 				if s.Name == "" {

@@ -24,6 +24,9 @@ type PF struct {
 	TotalVFs int    `json:"totalVFs"`
 	NumVFs   int    `json:"numVFs"`
 	MAC      string `json:"mac"`
+	// NUMANode is the device's NUMA node, -1 when the platform gives none
+	// (as sysfs numa_node says; a QEMU guest without NUMA has -1).
+	NUMANode int `json:"numaNode"`
 	// Present says whether the netdev is in the caller's netns; a PF
 	// already inside some node's netns is listed but not Present.
 	Present   bool   `json:"present"`
@@ -34,6 +37,12 @@ type PF struct {
 	// chosen only when pfs.include names it exactly (Selection.Allows).
 	DefaultRoute  bool `json:"defaultRoute"`
 	GlobalAddress bool `json:"globalAddress"`
+	// Emulated marks a PF a hypervisor emulates (QEMU's igb): Emulation
+	// names it and EmulationLacks says what a suite must not expect. Hooks
+	// see them in SRIOV_LANE_PFS.
+	Emulated       bool     `json:"emulated,omitempty"`
+	Emulation      string   `json:"emulation,omitempty"`
+	EmulationLacks []string `json:"emulationLacks,omitempty"`
 }
 
 func (p PF) String() string { return fmt.Sprintf("PF %s (%s)", p.Name, p.PCI) }
@@ -73,8 +82,14 @@ func Discover(s Sysfs) ([]PF, error) {
 		}
 		pf := PF{PCI: bdf, TotalVFs: total}
 		pf.NumVFs, _ = s.ReadInt(bdf, "sriov_numvfs")
+		if pf.NUMANode, err = s.ReadInt(bdf, "numa_node"); err != nil {
+			pf.NUMANode = -1
+		}
 		pf.Vendor, _ = s.ReadAttr(bdf, "vendor")
 		pf.Device, _ = s.ReadAttr(bdf, "device")
+		if em, ok := EmulationOf(s, bdf); ok {
+			pf.Emulated, pf.Emulation, pf.EmulationLacks = true, em.Model, em.Lacks
+		}
 		if pf.Driver, err = s.Driver(bdf); err != nil {
 			return nil, fmt.Errorf("discovering PFs: %w", err)
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 
 	"github.com/sriov-lane/sriov-lane/pkg/journal"
 	"github.com/sriov-lane/sriov-lane/pkg/log"
@@ -93,14 +94,14 @@ func findByMAC(t *testing.T, nsPath, mac string) linkState {
 	var h *netlink.Handle
 	var err error
 	if nsPath == "" {
-		h, err = netlink.NewHandle()
+		h, err = netlink.NewHandle(unix.NETLINK_ROUTE)
 	} else {
 		ns, e := netns.GetFromPath(nsPath)
 		if e != nil {
 			t.Fatalf("opening %s: %v", nsPath, e)
 		}
 		defer ns.Close()
-		h, err = netlink.NewHandleAt(ns)
+		h, err = netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -153,7 +154,7 @@ func squat(t *testing.T, path, name string) *netlink.Handle {
 		t.Fatal(err)
 	}
 	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns)
+	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
 	if err != nil {
 		t.Fatal(err)
 	}

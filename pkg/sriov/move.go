@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
+	"strings"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -263,10 +265,53 @@ func (d Restorer) returnLink(ctx context.Context, rec MoveRecord) (string, error
 			rec.Function, rec.Name, rec.PCI, rec.Function))
 		return joinNotes(notes), nil
 	}
+	if rec.Function == "PF" && l.Attrs().Name != rec.Name {
+		note, err := d.freeNameFromOwnVF(oh, rec)
+		if err != nil {
+			return "", fmt.Errorf("restoring %s: %w", rec.label(), err)
+		}
+		if note != "" {
+			notes = append(notes, note)
+		}
+	}
 	if err := restore(oh, l, rec); err != nil {
 		return "", fmt.Errorf("restoring %s: %w", rec.label(), err)
 	}
 	return joinNotes(notes), nil
+}
+
+// freeNameFromOwnVF renames a netdev of one of the PF's own VFs that took
+// the PF's name while the PF was away. The VFs a PF had before the lane
+// are probed again (probeOriginalVFs) before the PF comes back, and the
+// kernel names a new netdev with the first free ethN: on a real kernel the
+// PF's own name, once it is in a node (measured in test/kernel/guest with
+// igb/igbvf). The VF gets the next free name of the same pattern ("eth%d":
+// the kernel picks, dev_change_name's %d). Any other link with the name
+// is left alone: setName then says which.
+func (d Restorer) freeNameFromOwnVF(h *netlink.Handle, rec MoveRecord) (string, error) {
+	squat, err := h.LinkByName(rec.Name)
+	if err != nil {
+		return "", nil // the name is free
+	}
+	for _, vf := range d.Sysfs.ListVFs(rec.PCI) {
+		_, names := netMACs(d.Sysfs, vf.PCI)
+		if !slices.Contains(names, rec.Name) {
+			continue
+		}
+		pattern := strings.TrimRight(rec.Name, "0123456789") + "%d"
+		if err := h.LinkSetDown(squat); err != nil {
+			return "", fmt.Errorf("setting VF %s's netdev %s down to rename it: %w", vf.PCI, rec.Name, err)
+		}
+		if err := h.LinkSetName(squat, pattern); err != nil {
+			return "", fmt.Errorf("renaming VF %s's netdev %s (%s) out of the PF's name: %w", vf.PCI, rec.Name, pattern, err)
+		}
+		now := pattern
+		if l, err := h.LinkByIndex(squat.Attrs().Index); err == nil {
+			now = l.Attrs().Name
+		}
+		return fmt.Sprintf("VF %s's netdev had taken the name %s while the PF was away: renamed it %s", vf.PCI, rec.Name, now), nil
+	}
+	return "", nil
 }
 
 // fetchFromTarget moves the link from the target into cur if it is there.

@@ -28,6 +28,8 @@ type Restorer struct {
 	// HolderWait bounds the wait for those processes (DefaultHolderWait
 	// when zero).
 	HolderWait time.Duration
+	// ProcRoot is where the holders are looked for ("" is /proc).
+	ProcRoot string
 }
 
 // Undoers reverses every operation this package journals. Each undo is

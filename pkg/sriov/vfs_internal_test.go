@@ -3,10 +3,13 @@ package sriov
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/sriov-lane/sriov-lane/pkg/journal"
 	"github.com/sriov-lane/sriov-lane/test/rig/sysfs"
@@ -110,5 +113,46 @@ func TestNetdeviceVFWithoutNetdevDriverFailsAtOnce(t *testing.T) {
 	// The journal still undoes what was done (the binds it recorded).
 	if err := journal.Reverse(context.Background(), j, Undoers(s.Restorer()), journal.ReverseOptions{}); err != nil {
 		t.Fatalf("reverse: %v", err)
+	}
+}
+
+// probeVF has autoprobe on while drivers_probe is written, and off again
+// after: the real kernel probes no VF of a PF with autoprobe off unless it
+// has a driver_override (the rig's fake must refuse it too). FIFOs stand
+// for the two attributes, so the writes are seen in their order.
+func TestProbeVFWithAutoprobeOn(t *testing.T) {
+	root := t.TempDir()
+	pf, vf := "0000:01:00.0", "0000:01:10.0"
+	s := Sysfs{Root: root}
+	if err := os.MkdirAll(s.Device(pf), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	auto := s.Attr(pf, "sriov_drivers_autoprobe")
+	for _, f := range []string{auto, s.DriversProbe()} {
+		if err := unix.Mkfifo(f, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := make(chan []string, 1)
+	go func() {
+		var got []string
+		for _, f := range []string{auto, s.DriversProbe(), auto} {
+			b, _ := os.ReadFile(f)
+			got = append(got, strings.TrimSpace(string(b)))
+		}
+		seen <- got
+	}()
+	done := make(chan error, 1)
+	go func() { done <- (&Session{Sysfs: s}).probeVF(pf, vf) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("probeVF wrote out of order (autoprobe 1, drivers_probe, autoprobe 0)")
+	}
+	if got := <-seen; strings.Join(got, " ") != "1 "+vf+" 0" {
+		t.Errorf("writes %q, want autoprobe 1, drivers_probe %s, autoprobe 0", got, vf)
 	}
 }

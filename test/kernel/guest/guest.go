@@ -1,0 +1,71 @@
+package guest
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// Env is set to "1" by the guest's init for every program it runs.
+const Env = "SRIOV_LANE_GUEST"
+
+// OutEnv names the directory whose files come back to the host.
+const OutEnv = "SRIOV_LANE_GUEST_OUT"
+
+// roleEnv tells a re-executed test binary which helper to be.
+const roleEnv = "SRIOV_LANE_GUEST_ROLE"
+
+const (
+	roleAgent  = "agent"
+	roleHolder = "vfio-holder"
+)
+
+// Require skips t outside the kernel tier's guest. That skip hides
+// nothing: the host test that boots the guest runs these tests there and
+// fails when they fail.
+func Require(t testing.TB) {
+	t.Helper()
+	if os.Getenv(Env) != "1" {
+		t.Skip("runs only inside the kernel tier's QEMU guest (test/kernel)")
+	}
+}
+
+// Main is the test binary's main: a re-executed child plays its role (an
+// agent, a VFIO holder) and never runs the tests.
+func Main(m *testing.M) {
+	switch os.Getenv(roleEnv) {
+	case roleAgent:
+		agentMain()
+	case roleHolder:
+		holderMain()
+	}
+	os.Exit(m.Run())
+}
+
+// Record logs v and leaves it as name.json in the out directory, so the
+// host test can show what this kernel did.
+func Record(t testing.TB, name string, v any) {
+	t.Helper()
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		t.Fatalf("recording %s: %v", name, err)
+	}
+	t.Logf("%s: %s", name, b)
+	dir := os.Getenv(OutEnv)
+	if dir == "" {
+		return
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".json"), append(b, '\n'), 0o644); err != nil {
+		t.Errorf("recording %s: %v", name, err)
+	}
+}
+
+// self is this test binary, by its own name: re-executed by it, a helper's
+// comm (what holder errors name) reads like the binary, not "exe".
+func self() string {
+	if p, err := os.Executable(); err == nil {
+		return p
+	}
+	return "/proc/self/exe"
+}

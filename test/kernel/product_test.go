@@ -1,0 +1,118 @@
+package kernel_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sriov-lane/sriov-lane/test/kernel/vm"
+)
+
+// guestProductTests are test/kernel/guest's tests that must pass in the
+// guest: each is looked for by name, so one that skipped there (or was
+// renamed without this list) fails here.
+var guestProductTests = []string{
+	"TestDiscovery",
+	"TestVFIOLane",
+	"TestNetdeviceLane",
+	"TestOriginalVFsComeBack",
+	"TestHeldByGroupAndDevice",
+	"TestHeldByDeviceFDAlone",
+	"TestNoDeviceCdevs",
+	"TestEmulatedIGBVFSettings",
+	"TestCheckReportsIGBPFs",
+	"TestPlanNetdeviceSelectsIGBPFs",
+}
+
+// TestProduct boots every guest kernel with test/kernel/guest's tests of
+// pkg/sriov and of `sriov-lane check` and `plan` (a static sriov-lane put
+// in the guest), and fails with the guest's output when any fails. What
+// the kernel did (the facts the guest tests record) is logged.
+func TestProduct(t *testing.T) {
+	kernels := vm.RequireKernels(t)
+	module, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := vm.BuildStatic(t, module, "./test/kernel/guest", true)
+	bin := vm.BuildStatic(t, module, "./cmd/sriov-lane", false)
+	for _, k := range kernels {
+		t.Run(k.Name, func(t *testing.T) {
+			t.Parallel()
+			files := map[string]string{"/bin/sriov-lane": bin}
+			env := []string{"SRIOV_LANE_BIN=/bin/sriov-lane"}
+			if cfg := kernelConfig(k); cfg != "" {
+				files["/boot/config-"+k.Release] = cfg
+				env = append(env, "SRIOV_LANE_KERNEL_CONFIG=/boot/config-"+k.Release)
+			} else {
+				t.Logf("%s: no config-%s next to %s: the guest checks /dev and sysfs for VFIO cdevs and iommufd, not the config", k.Name, k.Release, k.Vmlinuz)
+			}
+			start := time.Now()
+			res, err := vm.Start(context.Background(), vm.Config{
+				Kernel: k,
+				Files:  files,
+				Programs: []vm.Program{{
+					Name: "guest", Path: tests, Env: env,
+					// TestDocFileMap reads the package's source, which the guest lacks.
+					Args: []string{"-test.v", "-test.skip", "^TestDocFileMap$", "-test.timeout", "5m"},
+				}},
+				Timeout: 7 * time.Minute,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			took := time.Since(start).Round(100 * time.Millisecond)
+			if len(res.Runs) != 1 {
+				t.Fatalf("%s: %d runs came back, want 1; console tail:\n%s", k.Name, len(res.Runs), tail(res.Console, 40))
+			}
+			r := res.Runs[0]
+			logFacts(t, res.Files)
+			if r.Exit != 0 {
+				t.Fatalf("%s (%s): the guest tests exited %d after %s:\n%s", k.Name, k.Release, r.Exit, r.Duration, r.Output)
+			}
+			for _, name := range guestProductTests {
+				if !strings.Contains(r.Output, "--- PASS: "+name+" ") {
+					t.Errorf("%s: %s did not pass in the guest:\n%s", k.Name, name, r.Output)
+				}
+			}
+			t.Logf("%s (%s, %s): %d guest tests passed; guest tests %s, boot and all %s", k.Name, k.Release, k.Package, len(guestProductTests), r.Duration.Round(100*time.Millisecond), took)
+		})
+	}
+}
+
+// kernelConfig is Debian's build config of k, when the kernel's assets
+// hold it ("" when not).
+func kernelConfig(k vm.Kernel) string {
+	dir := filepath.Dir(k.Vmlinuz)
+	for _, p := range []string{filepath.Join(dir, "config-"+k.Release), filepath.Join(dir, "config")} {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+func logFacts(t *testing.T, files map[string][]byte) {
+	t.Helper()
+	names := make([]string, 0, len(files))
+	for n := range files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		t.Logf("guest fact %s: %s", n, strings.TrimSpace(string(files[n])))
+	}
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return fmt.Sprint(strings.Join(lines, "\n"))
+}
