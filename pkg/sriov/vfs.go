@@ -110,7 +110,7 @@ func (s *Session) ConfigureVFs(ctx context.Context, pf PF, opts VFOptions) ([]VF
 	return vfs, nil
 }
 
-func (s *Session) configureVFs(ctx context.Context, pf PF, opts VFOptions) (vfs []VF, err error) {
+func (s *Session) configureVFs(ctx context.Context, pf PF, opts VFOptions) ([]VF, error) {
 	if opts.Mode == "" {
 		opts.Mode = config.VFDriverVFIO
 	}
@@ -166,24 +166,7 @@ func (s *Session) configureVFs(ctx context.Context, pf PF, opts VFOptions) (vfs 
 		return nil, err
 	}
 
-	if opts.Mode == config.VFDriverNetdevice {
-		// With autoprobe off a VF takes no driver, by a probe or a bind,
-		// unless its driver_override names one (pci_device_can_probe,
-		// torvalds/linux drivers/pci/pci-driver.c@v6.1; measured on 6.1 and
-		// 6.12 by the kernel tier's scenario). The kernel VF driver is the
-		// one the VF's id matches, which only a probe finds: autoprobe is
-		// on while the VFs are probed, off again after, so VFs the undo
-		// recreates come back unbound as before.
-		if err := WriteFile(s.Sysfs.Attr(pf.PCI, "sriov_drivers_autoprobe"), "1"); err != nil {
-			return nil, err
-		}
-		defer func() {
-			if werr := WriteFile(s.Sysfs.Attr(pf.PCI, "sriov_drivers_autoprobe"), "0"); werr != nil && err == nil {
-				vfs, err = nil, werr
-			}
-		}()
-	}
-	vfs = make([]VF, 0, opts.Count)
+	vfs := make([]VF, 0, opts.Count)
 	for j := range opts.Count {
 		target, err := os.Readlink(s.Sysfs.Attr(pf.PCI, "virtfn"+strconv.Itoa(j)))
 		if err != nil {

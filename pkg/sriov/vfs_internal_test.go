@@ -84,12 +84,7 @@ func TestNetdeviceVFWithoutNetdevDriverFailsAtOnce(t *testing.T) {
 	}
 
 	// A kernel driver that registers no netdev is given the kernel's time
-	// (bounded by ctx here), then named. ConfigureVFs turns autoprobe on
-	// for the probes of netdevice VFs: without it, or an override, a VF
-	// takes no driver (pci_device_can_probe).
-	if err := WriteFile(s.Sysfs.Attr(pf, "sriov_drivers_autoprobe"), "1"); err != nil {
-		t.Fatal(err)
-	}
+	// (bounded by ctx here), then named.
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	_, err = s.bindNetdevice(ctx, pf, vf(2), nil)
