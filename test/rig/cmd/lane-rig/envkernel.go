@@ -34,7 +34,7 @@ var guestKernels = []guestKernel{{"bookworm-6.1", ""}, {"bookworm-backports-6.12
 var kernelModuleRoots = []string{"igb", "igbvf", "vfio_iommu_type1", "vfio-pci", "veth"}
 
 // kernelsFormat changes when what a kernel's cache directory holds does.
-const kernelsFormat = "kernels v1"
+const kernelsFormat = "kernels v2"
 
 // kernels makes every guest kernel and links it into
 // bin/test-assets/kernels/<name>.
@@ -238,6 +238,12 @@ func (e *env) kernel(ctx context.Context, g guestKernel, p aptPackage) (string, 
 		return "", err
 	}
 	if err := copyFile(filepath.Join(root, "boot", "vmlinuz-"+release), filepath.Join(tmp, "vmlinuz")); err != nil {
+		return "", err
+	}
+	// The kernel's build config, beside vmlinuz: the product tests read
+	// it in the guest to say which VFIO features (device cdevs, iommufd)
+	// the kernel was built with.
+	if err := copyFile(filepath.Join(root, "boot", "config-"+release), filepath.Join(tmp, "config-"+release)); err != nil {
 		return "", err
 	}
 	mods, err := moduleLoadOrder(ctx, rels[0], filepath.Join(tmp, "modules"), kernelModuleRoots)
