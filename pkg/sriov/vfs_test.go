@@ -13,7 +13,7 @@ import (
 	"github.com/sriov-lane/sriov-lane/pkg/journal"
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
 	"github.com/sriov-lane/sriov-lane/test/rig"
-	"github.com/sriov-lane/sriov-lane/test/rig/sysfs"
+	"github.com/sriov-lane/sriov-lane/test/vfiouser"
 )
 
 func attr(t *testing.T, r *rig.Rig, bdf, name string) string {
@@ -120,7 +120,7 @@ func TestUndoBlockedUnbindIsBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := sysfs.HoldDevice(r.State.VFIODir, filepath.Base(group), vfs[0].PCI)
+	f, err := vfiouser.HoldDevice(r.State.VFIODir, filepath.Base(group), vfs[0].PCI)
 	if err != nil {
 		t.Fatal(err)
 	}

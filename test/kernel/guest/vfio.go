@@ -7,26 +7,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
-	"unsafe"
 
-	"golang.org/x/sys/unix"
-)
-
-// The VFIO ioctls a user needs to get a device fd: _IO(VFIO_TYPE ';',
-// VFIO_BASE 100 + n) and VFIO_TYPE1_IOMMU, from torvalds/linux
-// include/uapi/linux/vfio.h@v6.1 (unchanged at v6.12).
-const (
-	vfioGetAPIVersion     = 0x3b64 // VFIO_GET_API_VERSION
-	vfioSetIOMMU          = 0x3b66 // VFIO_SET_IOMMU
-	vfioGroupSetContainer = 0x3b68 // VFIO_GROUP_SET_CONTAINER
-	vfioGroupGetDeviceFD  = 0x3b6a // VFIO_GROUP_GET_DEVICE_FD
-	vfioType1IOMMU        = 1      // VFIO_TYPE1_IOMMU
-	vfioAPIVersion        = 0      // VFIO_API_VERSION
+	"github.com/sriov-lane/sriov-lane/test/vfiouser"
 )
 
 // HoldMode is how a holder holds its VF.
@@ -119,56 +107,30 @@ func (h *Holder) FDLinks() []string {
 }
 
 func holderMain() {
-	fd, err := hold(os.Getenv("HOLD_GROUP"), os.Getenv("HOLD_DEVICE"), HoldMode(os.Getenv("HOLD_MODE")))
+	h, err := hold(os.Getenv("HOLD_GROUP"), os.Getenv("HOLD_DEVICE"), HoldMode(os.Getenv("HOLD_MODE")))
 	if err != nil {
 		fmt.Println("error:", err)
 		os.Exit(1)
 	}
-	fmt.Println("ready", fd)
-	io.Copy(io.Discard, os.Stdin)
+	fmt.Println("ready", h.DeviceFD())
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	// The fds must stay open until the test lets go (closing stdin), not
+	// until a finalizer finds h unreachable.
+	runtime.KeepAlive(h)
 	os.Exit(0)
 }
 
-func ioctl(fd int, req uintptr, arg uintptr) (int, error) {
-	r, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), req, arg)
-	if errno != 0 {
-		return int(r), errno
-	}
-	return int(r), nil
-}
-
-// hold gets a device fd for bdf as QEMU does: a container, the group set
-// to it, the type1 IOMMU, then VFIO_GROUP_GET_DEVICE_FD.
-func hold(group, bdf string, mode HoldMode) (int, error) {
-	container, err := unix.Open("/dev/vfio/vfio", unix.O_RDWR, 0)
+// hold gets a device fd for bdf as QEMU does (test/vfiouser); in
+// HoldDeviceFDOnly mode only that fd stays open.
+func hold(group, bdf string, mode HoldMode) (*vfiouser.DeviceHold, error) {
+	h, err := vfiouser.HoldDevice("/dev/vfio", group, bdf)
 	if err != nil {
-		return -1, fmt.Errorf("opening /dev/vfio/vfio: %w", err)
-	}
-	if v, err := ioctl(container, vfioGetAPIVersion, 0); err != nil || v != vfioAPIVersion {
-		return -1, fmt.Errorf("VFIO_GET_API_VERSION = %d, %v", v, err)
-	}
-	g, err := unix.Open("/dev/vfio/"+group, unix.O_RDWR, 0)
-	if err != nil {
-		return -1, fmt.Errorf("opening /dev/vfio/%s: %w", group, err)
-	}
-	c := int32(container)
-	if _, err := ioctl(g, vfioGroupSetContainer, uintptr(unsafe.Pointer(&c))); err != nil {
-		return -1, fmt.Errorf("VFIO_GROUP_SET_CONTAINER: %w", err)
-	}
-	if _, err := ioctl(container, vfioSetIOMMU, vfioType1IOMMU); err != nil {
-		return -1, fmt.Errorf("VFIO_SET_IOMMU type1: %w", err)
-	}
-	name, err := unix.BytePtrFromString(bdf)
-	if err != nil {
-		return -1, err
-	}
-	dev, err := ioctl(g, vfioGroupGetDeviceFD, uintptr(unsafe.Pointer(name)))
-	if err != nil {
-		return -1, fmt.Errorf("VFIO_GROUP_GET_DEVICE_FD %s: %w", bdf, err)
+		return nil, err
 	}
 	if mode == HoldDeviceFDOnly {
-		unix.Close(g)
-		unix.Close(container)
+		if err := h.CloseGroup(); err != nil {
+			return nil, err
+		}
 	}
-	return dev, nil
+	return h, nil
 }

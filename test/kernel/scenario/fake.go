@@ -19,6 +19,7 @@ import (
 	"github.com/sriov-lane/sriov-lane/test/rig/nsutil"
 	"github.com/sriov-lane/sriov-lane/test/rig/sysfs"
 	"github.com/sriov-lane/sriov-lane/test/testutil"
+	"github.com/sriov-lane/sriov-lane/test/vfiouser"
 )
 
 // Fake is the rig's fake kernel (test/rig/sysfs) standing in for an 82576
@@ -119,9 +120,9 @@ func (f *Fake) VFIODir() string    { return f.vfio }
 func (f *Fake) PFs() []PF          { return f.pfs }
 
 // HoldDevice holds the device through the fake's model of a device fd
-// (test/rig/sysfs HoldDevice; Kernel, "VFIO").
+// (test/vfiouser HoldDevice; test/rig/sysfs Kernel, "VFIO").
 func (f *Fake) HoldDevice(group, bdf string) (DeviceHold, error) {
-	return sysfs.HoldDevice(f.vfio, group, bdf)
+	return vfiouser.HoldDevice(f.vfio, group, bdf)
 }
 
 // fakeOutEnv names the file the child of RunFake writes its transcript to.

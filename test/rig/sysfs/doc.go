@@ -10,7 +10,6 @@
 //     the state persisted
 //   - fuse.go:      Serve, the fake sysfs and /dev/vfio mounted with FUSE
 //     and backed by a Kernel; the VFIO ioctls the fake answers
-//   - vfiohold.go:  HoldDevice, a VFIO device held as QEMU holds it
 //   - netview.go:   class/net and net/ as the caller's netns shows them
 //   - vfnetdev.go:  the VF netdevs made and removed in the peers' netns
 //   - writetree.go: WriteTree, the same tree written to a plain directory

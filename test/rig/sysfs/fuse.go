@@ -14,6 +14,8 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
+
+	"github.com/sriov-lane/sriov-lane/test/vfiouser"
 )
 
 // Server is a mounted fake sysfs (and fake /dev/vfio) backed by a Kernel.
@@ -826,21 +828,6 @@ func (n *vfioNode) Open(context.Context, uint32) (fs.FileHandle, uint32, syscall
 	return &groupHandle{k: n.k, group: n.group}, fuse.FOPEN_DIRECT_IO, 0
 }
 
-// The VFIO ioctls the fake answers: torvalds/linux
-// include/uapi/linux/vfio.h@v6.1, _IO(VFIO_TYPE ';', VFIO_BASE 100 + n).
-const (
-	vfioGetAPIVersion       = 0x3b64
-	vfioCheckExtension      = 0x3b65
-	vfioSetIOMMU            = 0x3b66
-	vfioGroupSetContainer   = 0x3b68
-	vfioGroupUnsetContainer = 0x3b69
-	vfioGroupGetDeviceFD    = 0x3b6a
-
-	vfioAPIVersion   = 0 // VFIO_API_VERSION
-	vfioType1IOMMU   = 1 // VFIO_TYPE1_IOMMU
-	vfioType1v2IOMMU = 3 // VFIO_TYPE1v2_IOMMU
-)
-
 // containerHandle is an open fake /dev/vfio/vfio: writes are ignored (as
 // before), and the container ioctls a VFIO user makes before it asks for a
 // device succeed. The fake cannot see which groups the caller attached (the
@@ -859,15 +846,15 @@ func (*containerHandle) Write(_ context.Context, data []byte, _ int64) (uint32, 
 
 func (*containerHandle) Ioctl(_ context.Context, cmd uint32, arg uint64, _, _ []byte) (int32, syscall.Errno) {
 	switch cmd {
-	case vfioGetAPIVersion:
-		return vfioAPIVersion, 0
-	case vfioCheckExtension:
-		if arg == vfioType1IOMMU || arg == vfioType1v2IOMMU {
+	case vfiouser.GetAPIVersion:
+		return vfiouser.APIVersion, 0
+	case vfiouser.CheckExtension:
+		if arg == vfiouser.Type1IOMMU || arg == vfiouser.Type1v2IOMMU {
 			return 1, 0
 		}
 		return 0, 0
-	case vfioSetIOMMU:
-		if arg == vfioType1IOMMU || arg == vfioType1v2IOMMU {
+	case vfiouser.SetIOMMU:
+		if arg == vfiouser.Type1IOMMU || arg == vfiouser.Type1v2IOMMU {
 			return 0, 0
 		}
 		return 0, syscall.EINVAL
@@ -897,13 +884,13 @@ func (h *groupHandle) Ioctl(_ context.Context, cmd uint32, _ uint64, _, _ []byte
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch cmd {
-	case vfioGroupSetContainer:
+	case vfiouser.GroupSetContainer:
 		if h.container {
 			return 0, syscall.EINVAL // vfio_group_set_container: already set
 		}
 		h.container = true
 		return 0, 0
-	case vfioGroupUnsetContainer:
+	case vfiouser.GroupUnsetContainer:
 		switch {
 		case !h.container:
 			return 0, syscall.EINVAL
@@ -912,7 +899,7 @@ func (h *groupHandle) Ioctl(_ context.Context, cmd uint32, _ uint64, _, _ []byte
 		}
 		h.container = false
 		return 0, 0
-	case vfioGroupGetDeviceFD:
+	case vfiouser.GroupGetDeviceFD:
 		if !h.container {
 			// vfio_device_assign_container: no container (or no IOMMU
 			// set in it) is EINVAL.

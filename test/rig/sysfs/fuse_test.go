@@ -17,9 +17,11 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 
 	"github.com/sriov-lane/sriov-lane/test/rig/nsutil"
 	"github.com/sriov-lane/sriov-lane/test/testutil"
+	"github.com/sriov-lane/sriov-lane/test/vfiouser"
 )
 
 type fuseFixture struct {
@@ -537,8 +539,8 @@ func TestFuseHeldVFIODeviceBlocksUnbindAndNumVFs(t *testing.T) {
 		t.Errorf("second open of group %d: want EBUSY, got %v", g0, err)
 	}
 	// A device fd needs a container first (vfio_device_assign_container).
-	if _, err := ioctl(opened, vfioGroupGetDeviceFD, 0); !errors.Is(err, syscall.EINVAL) {
-		t.Errorf("VFIO_GROUP_GET_DEVICE_FD without a container: want EINVAL, got %v", err)
+	if _, _, errno := unix.Syscall(unix.SYS_IOCTL, opened.Fd(), vfiouser.GroupGetDeviceFD, 0); !errors.Is(errno, syscall.EINVAL) {
+		t.Errorf("VFIO_GROUP_GET_DEVICE_FD without a container: want EINVAL, got %v", errno)
 	}
 	if err := unbind(); err != nil {
 		t.Fatalf("unbind with only the group open: %v", err)
@@ -572,10 +574,10 @@ func TestFuseHeldVFIODeviceBlocksUnbindAndNumVFs(t *testing.T) {
 			t.Fatalf("%s still blocked 5s after the device was let go", what)
 		}
 	}
-	hold := func() *DeviceHold {
+	hold := func() *vfiouser.DeviceHold {
 		t.Helper()
 		bindVFIO(vf0)
-		h, err := HoldDevice(f.vfio, group, vf0)
+		h, err := vfiouser.HoldDevice(f.vfio, group, vf0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,7 +6,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/sriov-lane/sriov-lane/test/rig/sysfs"
+	"github.com/sriov-lane/sriov-lane/test/vfiouser"
 )
 
 func main() {
@@ -14,7 +14,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: vfio-hold VFIO-DIR GROUP BDF (holds the VFIO device until SIGTERM or SIGINT)")
 		os.Exit(2)
 	}
-	h, err := sysfs.HoldDevice(os.Args[1], os.Args[2], os.Args[3])
+	h, err := vfiouser.HoldDevice(os.Args[1], os.Args[2], os.Args[3])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

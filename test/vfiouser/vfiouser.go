@@ -1,4 +1,4 @@
-package sysfs
+package vfiouser
 
 import (
 	"errors"
@@ -10,17 +10,35 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// DeviceHold is a VFIO device held open through a fake /dev/vfio, the way
-// QEMU holds a VF it passes through: container, group attached to it, type1
-// IOMMU, VFIO_GROUP_GET_DEVICE_FD. While it is held, an unbind of the device
-// from vfio-pci (or sriov_numvfs=0 on its PF) blocks, as on a real kernel.
-// On the fake the device fd is a dup of the group fd (see Kernel, "VFIO").
+// The VFIO ioctls and values a user needs for a device fd, and the rig's
+// fake answers: torvalds/linux include/uapi/linux/vfio.h@v6.1 (the same
+// at v6.12), _IO(VFIO_TYPE ';', VFIO_BASE 100 + n).
+const (
+	GetAPIVersion       = 0x3b64 // VFIO_GET_API_VERSION
+	CheckExtension      = 0x3b65 // VFIO_CHECK_EXTENSION
+	SetIOMMU            = 0x3b66 // VFIO_SET_IOMMU
+	GroupSetContainer   = 0x3b68 // VFIO_GROUP_SET_CONTAINER
+	GroupUnsetContainer = 0x3b69 // VFIO_GROUP_UNSET_CONTAINER
+	GroupGetDeviceFD    = 0x3b6a // VFIO_GROUP_GET_DEVICE_FD
+
+	APIVersion   = 0 // VFIO_API_VERSION
+	Type1IOMMU   = 1 // VFIO_TYPE1_IOMMU
+	Type1v2IOMMU = 3 // VFIO_TYPE1v2_IOMMU
+)
+
+// DeviceHold is a VFIO device held open the way QEMU holds a VF it passes
+// through: container, group attached to it, type1 IOMMU,
+// VFIO_GROUP_GET_DEVICE_FD. While it is held, an unbind of the device from
+// vfio-pci (or sriov_numvfs=0 on its PF) blocks. The same calls hold a VF
+// on a real kernel (the kernel tier's guest) and on the rig's fake
+// /dev/vfio, where the device fd is a dup of the group fd (test/rig/sysfs
+// Kernel, "VFIO").
 type DeviceHold struct {
 	container, group, device *os.File
 }
 
-// HoldDevice takes the device bdf of IOMMU group group through the fake
-// /dev/vfio at vfioDir. Close lets it go; CloseGroup first closes the group
+// HoldDevice takes the device bdf of IOMMU group group through the
+// /dev/vfio at vfioDir (the real one, or the rig's fake). Close lets it go; CloseGroup first closes the group
 // and container fds and keeps only the device, the state a VFIO user can
 // leave itself in.
 func HoldDevice(vfioDir, group, bdf string) (*DeviceHold, error) {
@@ -33,21 +51,30 @@ func HoldDevice(vfioDir, group, bdf string) (*DeviceHold, error) {
 		_ = h.Close()
 		return nil, fmt.Errorf("holding VFIO device %s (group %s): %s: %w", bdf, group, what, err)
 	}
+	if v, err := ioctl(h.container, GetAPIVersion, 0); err != nil || v != APIVersion {
+		return fail(fmt.Sprintf("VFIO_GET_API_VERSION %d", v), err)
+	}
+	// type1v2 where the container has it (every kernel since 3.18), as
+	// QEMU prefers it; else type1.
+	iommu := uintptr(Type1v2IOMMU)
+	if ok, _ := ioctl(h.container, CheckExtension, iommu); ok != 1 {
+		iommu = Type1IOMMU
+	}
 	if h.group, err = os.OpenFile(filepath.Join(vfioDir, group), os.O_RDWR, 0); err != nil {
 		return fail("opening the group", err)
 	}
 	cfd := int32(h.container.Fd())
-	if _, err := ioctlPtr(h.group, vfioGroupSetContainer, unsafe.Pointer(&cfd)); err != nil {
+	if _, err := ioctlPtr(h.group, GroupSetContainer, unsafe.Pointer(&cfd)); err != nil {
 		return fail("VFIO_GROUP_SET_CONTAINER", err)
 	}
-	if _, err := ioctl(h.container, vfioSetIOMMU, vfioType1v2IOMMU); err != nil {
+	if _, err := ioctl(h.container, SetIOMMU, iommu); err != nil {
 		return fail("VFIO_SET_IOMMU", err)
 	}
 	name, err := unix.BytePtrFromString(bdf)
 	if err != nil {
 		return fail("device name", err)
 	}
-	fd, err := ioctlPtr(h.group, vfioGroupGetDeviceFD, unsafe.Pointer(name))
+	fd, err := ioctlPtr(h.group, GroupGetDeviceFD, unsafe.Pointer(name))
 	if err != nil {
 		return fail("VFIO_GROUP_GET_DEVICE_FD", err)
 	}
@@ -63,6 +90,14 @@ func HoldDevice(vfioDir, group, bdf string) (*DeviceHold, error) {
 	}
 	h.device = os.NewFile(uintptr(dup), "vfio-device:"+bdf)
 	return h, nil
+}
+
+// DeviceFD is the number of the device fd in this process.
+func (h *DeviceHold) DeviceFD() int {
+	if h.device == nil {
+		return -1
+	}
+	return int(h.device.Fd())
 }
 
 // CloseGroup closes the group and container fds; the device stays held.
