@@ -166,7 +166,11 @@ func (d Restorer) procRoot() string {
 // can be run again once they are gone. A device fd that the kernel does
 // not tie to a device does not hold the wait back (it may be another
 // VF's, of another lane's VM): boundedVFIOWrite bounds the write it may
-// block and names it then.
+// block and names it then. A holder of the group file alone is waited for
+// although the kernel does not block on it (test/kernel's scenario, 6.1
+// and 6.12): every user that takes a device does so through its group,
+// and before 6.18 its device fd cannot be tied to the device, so the group
+// file is the one sure sign of the VM that holds this VF.
 func (d Restorer) waitVFIOFree(ctx context.Context, vf string) error {
 	if d.VFIODir == "" {
 		return nil
