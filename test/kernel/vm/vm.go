@@ -108,8 +108,10 @@ func (c Config) withDefaults() Config {
 // get bus numbers of their own; the emulated Intel IOMMU gives every VF
 // its own IOMMU group, as on a host, so vfio-pci can take one. These are
 // the options measured to work with QEMU 10.0.2 on Debian's 6.1 and 6.12;
-// interrupt remapping needs the split irqchip (qemu/qemu
-// hw/i386/intel_iommu.c@v10.0.2, vtd_decide_config).
+// under KVM interrupt remapping needs the split irqchip ("Interrupt
+// Remapping cannot work with kernel-irqchip=on", qemu/qemu
+// hw/i386/x86-iommu.c x86_iommu_realize, read in the search tool's stored
+// copy, no tag named there).
 func QEMUArgs(c Config, initramfs, consoleLog, resultLog string) []string {
 	c = c.withDefaults()
 	accel := os.Getenv(AccelEnv)
