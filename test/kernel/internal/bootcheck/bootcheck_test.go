@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func requireGuest(t *testing.T) {
@@ -101,5 +102,10 @@ func TestGuestHang(t *testing.T) {
 	if os.Getenv("BOOTCHECK_HANG") != "1" {
 		t.Skip("BOOTCHECK_HANG=1 not set")
 	}
-	select {}
+	// A sleep, not an empty select: with every goroutine blocked on
+	// nothing the runtime exits "all goroutines are asleep - deadlock!",
+	// which is an exit, not a hang (as once happened here).
+	for {
+		time.Sleep(time.Hour)
+	}
 }
