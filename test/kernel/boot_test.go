@@ -15,6 +15,7 @@ import (
 // guest sees the igb PFs with SR-IOV and VFIO, and a run's output, exit
 // status and files come back.
 func TestBoot(t *testing.T) {
+	t.Parallel()
 	kernels := vm.RequireKernels(t)
 	module, err := filepath.Abs("../..")
 	if err != nil {
@@ -67,6 +68,7 @@ func TestBoot(t *testing.T) {
 // Start with the kernel's name and the console's tail (on one kernel: what
 // is tested is the runner).
 func TestBootFailures(t *testing.T) {
+	t.Parallel()
 	k := vm.RequireKernels(t)[0]
 	module, err := filepath.Abs("../..")
 	if err != nil {

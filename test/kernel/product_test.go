@@ -34,6 +34,7 @@ var guestProductTests = []string{
 // in the guest), and fails with the guest's output when any fails. What
 // the kernel did (the facts the guest tests record) is logged.
 func TestProduct(t *testing.T) {
+	t.Parallel()
 	kernels := vm.RequireKernels(t)
 	module, err := filepath.Abs("../..")
 	if err != nil {

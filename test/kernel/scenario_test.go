@@ -42,46 +42,42 @@ func TestScenarioFakeChild(t *testing.T) { scenario.FakeChild(t) }
 // scenarioExceptions, and every exception must still be needed by some
 // kernel (a fixed fake makes its exception go).
 func TestScenarioMatchesKernels(t *testing.T) {
-	fake := scenario.RunFake(t, "TestScenarioFakeChild")
+	t.Parallel()
 	kernels := vm.RequireKernels(t)
 	module, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
 	}
 	bin := vm.BuildStatic(t, module, "./test/kernel/scenario", true)
-	used := map[scenarioException]bool{}
-	for _, k := range kernels {
-		t.Run(k.Name, func(t *testing.T) {
-			res, err := vm.Start(context.Background(), vm.Config{Kernel: k, PFs: 2, Timeout: 10 * time.Minute,
-				Programs: []vm.Program{{Name: "scenario", Path: bin, Args: []string{"-test.v", "-test.run", "^TestGuestScenario$"}}}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(res.Runs) != 1 || res.Runs[0].Exit != 0 {
-				t.Fatalf("the guest scenario failed: %+v", res.Runs)
-			}
-			t.Logf("guest:\n%s", res.Runs[0].Output)
-			b, ok := res.Files["scenario.json"]
-			if !ok {
-				t.Fatalf("the guest left no scenario.json (files: %d)", len(res.Files))
-			}
-			var real scenario.Transcript
-			if err := json.Unmarshal(b, &real); err != nil {
-				t.Fatalf("decoding the guest's transcript: %v", err)
-			}
-			if real.Where != k.Release {
-				t.Errorf("transcript from kernel %q, want %q", real.Where, k.Release)
-			}
-			for _, d := range scenario.Compare(&real, fake) {
-				e, ok := exceptionFor(d)
-				if !ok {
-					t.Errorf("%s: the fake differs from kernel %s, and no exception says why", d, k.Release)
-					continue
-				}
-				used[e] = true
-				t.Logf("%s: expected (%s)", d, e.Why)
-			}
+	// The fake and every kernel run at once; the comparison waits for all.
+	var fake *scenario.Transcript
+	reals := make([]*scenario.Transcript, len(kernels))
+	t.Run("run", func(t *testing.T) {
+		t.Run("fake", func(t *testing.T) {
+			t.Parallel()
+			fake = scenario.RunFake(t, "TestScenarioFakeChild")
 		})
+		for i, k := range kernels {
+			t.Run(k.Name, func(t *testing.T) {
+				t.Parallel()
+				reals[i] = guestScenario(t, k, bin)
+			})
+		}
+	})
+	if t.Failed() {
+		return
+	}
+	used := map[scenarioException]bool{}
+	for i, k := range kernels {
+		for _, d := range scenario.Compare(reals[i], fake) {
+			e, ok := exceptionFor(d)
+			if !ok {
+				t.Errorf("%s: the fake differs from kernel %s (%s), and no exception says why", d, k.Name, k.Release)
+				continue
+			}
+			used[e] = true
+			t.Logf("%s: %s: expected (%s)", k.Name, d, e.Why)
+		}
 	}
 	if t.Failed() {
 		return
@@ -91,6 +87,33 @@ func TestScenarioMatchesKernels(t *testing.T) {
 			t.Errorf("exception for step %q, %s is not needed by any kernel: the fake agrees now, drop it", e.Step, e.Key)
 		}
 	}
+}
+
+// guestScenario boots k with the scenario's guest test and returns the
+// transcript it left.
+func guestScenario(t *testing.T, k vm.Kernel, bin string) *scenario.Transcript {
+	t.Helper()
+	res, err := vm.Start(context.Background(), vm.Config{Kernel: k, PFs: 2, Timeout: 10 * time.Minute,
+		Programs: []vm.Program{{Name: "scenario", Path: bin, Args: []string{"-test.v", "-test.run", "^TestGuestScenario$"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Runs) != 1 || res.Runs[0].Exit != 0 {
+		t.Fatalf("the guest scenario failed: %+v", res.Runs)
+	}
+	t.Logf("guest:\n%s", res.Runs[0].Output)
+	b, ok := res.Files["scenario.json"]
+	if !ok {
+		t.Fatalf("the guest left no scenario.json (files: %d)", len(res.Files))
+	}
+	var real scenario.Transcript
+	if err := json.Unmarshal(b, &real); err != nil {
+		t.Fatalf("decoding the guest's transcript: %v", err)
+	}
+	if real.Where != k.Release {
+		t.Errorf("transcript from kernel %q, want %q", real.Where, k.Release)
+	}
+	return &real
 }
 
 func exceptionFor(d scenario.Diff) (scenarioException, bool) {
