@@ -10,4 +10,6 @@
 //   - vm.go:     Config, Start, the QEMU arguments (QEMUArgs), the
 //     initramfs, the result stream's parser, BuildStatic
 //   - cpio.go:   the cpio "newc" writer the initramfs is made with
+//   - probe.go:  ProbeKVM, the boot make test-env tries once to choose
+//     KVM or TCG for each kernel on this host (AccelFile)
 package vm

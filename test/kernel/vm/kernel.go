@@ -23,6 +23,19 @@ type Kernel struct {
 	Package string   // Debian package file it came from, e.g. linux-image-6.1.0-57-amd64_6.1.158-1_amd64.deb
 	Vmlinuz string   // absolute path
 	Modules []string // absolute paths of uncompressed .ko files, in load order
+	// Accel is "kvm" when make test-env booted this kernel under KVM on
+	// this host (AccelFile), else "" (TCG).
+	Accel string `json:"-"`
+}
+
+// AccelFile, beside KernelFile, records what ProbeKVM found on this host.
+const AccelFile = "accel.json"
+
+// AccelProbe is AccelFile's content: the accelerator that boots the
+// kernel here, and the key of what it was probed with (QEMU's version,
+// /dev/kvm), so a changed host is probed again.
+type AccelProbe struct {
+	Key, Accel, Why string
 }
 
 // KernelFile is the name of a kernel's description in its directory.
@@ -46,6 +59,9 @@ func Kernels(assets string) ([]Kernel, error) {
 	return ks, nil
 }
 
+// ReadKernel reads the kernel described in dir (its KernelFile).
+func ReadKernel(dir string) (Kernel, error) { return readKernel(filepath.Join(dir, KernelFile)) }
+
 func readKernel(file string) (Kernel, error) {
 	var k Kernel
 	b, err := os.ReadFile(file)
@@ -61,6 +77,12 @@ func readKernel(file string) (Kernel, error) {
 			return p
 		}
 		return filepath.Join(dir, p)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, AccelFile)); err == nil {
+		var p AccelProbe
+		if json.Unmarshal(b, &p) == nil && p.Accel == "kvm" {
+			k.Accel = p.Accel
+		}
 	}
 	k.Vmlinuz = abs(k.Vmlinuz)
 	for i, m := range k.Modules {

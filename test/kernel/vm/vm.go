@@ -36,6 +36,9 @@ type Config struct {
 	PFs      int               // emulated igb NICs (default 2)
 	Timeout  time.Duration     // whole guest bound (default 5 min); on expiry QEMU is killed
 	Memory   int               // MiB (default 1024)
+	// Accel is QEMU's accelerator for this boot; "" takes $SRIOV_LANE_KERNEL_ACCEL,
+	// else what make test-env's probe found for the kernel (Kernel.Accel), else tcg.
+	Accel string
 }
 
 // Run is one program's end in the guest. Exit is -1 when it could not
@@ -62,9 +65,8 @@ type Result struct {
 	Command []string          // the QEMU command line, to reproduce the boot
 }
 
-// AccelEnv chooses QEMU's accelerator ("tcg" unless set, e.g. "kvm").
-// Nested KVM cannot boot a Debian kernel on the build machines (an
-// emulation failure in the decompressor), so TCG is the default.
+// AccelEnv, when set, chooses QEMU's accelerator for every boot ("tcg",
+// "kvm"), over what make test-env's probe found (Kernel.Accel).
 const AccelEnv = "SRIOV_LANE_KERNEL_ACCEL"
 
 // KeepEnv names the variable that, set to 1, keeps a boot's directory
@@ -114,9 +116,11 @@ func (c Config) withDefaults() Config {
 // copy, no tag named there).
 func QEMUArgs(c Config, initramfs, consoleLog, resultLog string) []string {
 	c = c.withDefaults()
-	accel := os.Getenv(AccelEnv)
-	if accel == "" {
-		accel = "tcg"
+	accel := c.Accel
+	for _, a := range []string{os.Getenv(AccelEnv), c.Kernel.Accel, "tcg"} {
+		if accel == "" {
+			accel = a
+		}
 	}
 	args := []string{"-accel", accel}
 	if accel == "kvm" {

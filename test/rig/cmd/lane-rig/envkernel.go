@@ -52,6 +52,9 @@ func (e *env) kernels(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("guest kernel %s: %w", g.name, err)
 		}
+		if err := e.probeAccel(ctx, g, cached); err != nil {
+			return fmt.Errorf("guest kernel %s: %w", g.name, err)
+		}
 		if err := linkInto(dir, g.name, cached); err != nil {
 			return fmt.Errorf("linking %s into %s: %w", g.name, dir, err)
 		}
@@ -391,4 +394,33 @@ func copyFile(src, dst string) error {
 		return err
 	}
 	return os.WriteFile(dst, b, 0o644)
+}
+
+// probeAccel records in dir's vm.AccelFile whether the kernel boots under
+// KVM on this host (vm.ProbeKVM), once per QEMU version and /dev/kvm
+// presence: the tier then boots it under KVM, else under TCG.
+func (e *env) probeAccel(ctx context.Context, g guestKernel, dir string) error {
+	key, err := vm.ProbeKey(ctx)
+	if err != nil {
+		return err
+	}
+	file := filepath.Join(dir, vm.AccelFile)
+	var was vm.AccelProbe
+	if b, err := os.ReadFile(file); err == nil && json.Unmarshal(b, &was) == nil && was.Key == key {
+		return nil
+	}
+	k, err := vm.ReadKernel(dir)
+	if err != nil {
+		return err
+	}
+	p := vm.AccelProbe{Key: key, Accel: "kvm"}
+	if err := vm.ProbeKVM(ctx, k); err != nil {
+		p.Accel, p.Why = "tcg", err.Error()
+	}
+	e.l.V(0).Infof("%s boots under %s here%s", g.name, p.Accel, map[bool]string{true: " (KVM: " + p.Why + ")", false: ""}[p.Why != ""])
+	b, err := json.MarshalIndent(p, "", "  ")
+	if err != nil {
+		return err
+	}
+	return atomicfile.Write(file, append(b, '\n'), 0o644)
 }
