@@ -258,8 +258,8 @@ func (c *Checker) checkSysfs(add func(string, CheckStatus, string, string)) {
 }
 
 func (c *Checker) checkPFs(ctx context.Context, emit func(CheckResult)) {
-	add := func(name string, st CheckStatus, msg, hint string) {
-		emit(CheckResult{Name: name, Status: st, Message: msg, Hint: hint})
+	add := func(st CheckStatus, msg, hint string) {
+		emit(CheckResult{Name: "pfs", Status: st, Message: msg, Hint: hint})
 	}
 	addPF := func(pf PFSummary, st CheckStatus, msg string) {
 		emit(CheckResult{Name: "pf " + pf.Name, Status: st, Message: msg, PF: &pf})
@@ -267,12 +267,12 @@ func (c *Checker) checkPFs(ctx context.Context, emit func(CheckResult)) {
 	l := c.Lane
 	need := l.PFsNeeded()
 	if c.PFs == nil {
-		add("pfs", Fail, "PF discovery unavailable", "")
+		add(Fail, "PF discovery unavailable", "")
 		return
 	}
 	rep, err := c.PFs(ctx)
 	if err != nil {
-		add("pfs", Fail, "PF discovery failed: "+err.Error(), "check --sysfs-root")
+		add(Fail, "PF discovery failed: "+err.Error(), "check --sysfs-root")
 		return
 	}
 	usable := 0
@@ -298,11 +298,11 @@ func (c *Checker) checkPFs(ctx context.Context, emit func(CheckResult)) {
 	}
 	switch {
 	case usable == 0 && len(rep.Excluded) == 0:
-		add("pfs", Fail, "no SR-IOV PF found under "+l.SysfsRoot+": "+msg, "this host has no SR-IOV NIC (no netdev whose PCI device has sriov_totalvfs > 0), or --sysfs-root is wrong")
+		add(Fail, "no SR-IOV PF found under "+l.SysfsRoot+": "+msg, "this host has no SR-IOV NIC (no netdev whose PCI device has sriov_totalvfs > 0), or --sysfs-root is wrong")
 	case usable < need:
-		add("pfs", Fail, msg, "lower --agents or --pfs-per-node, free PFs leased by other lanes (sriov-lane status), or widen pfs.include")
+		add(Fail, msg, "lower --agents or --pfs-per-node, free PFs leased by other lanes (sriov-lane status), or widen pfs.include")
 	default:
-		add("pfs", Pass, msg, "")
+		add(Pass, msg, "")
 	}
 }
 

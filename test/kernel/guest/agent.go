@@ -61,13 +61,13 @@ func (a *Agent) Stop() {
 		return
 	}
 	a.stdin.Close()
-	a.cmd.Process.Kill()
-	a.cmd.Wait()
+	_ = a.cmd.Process.Kill()
+	_ = a.cmd.Wait()
 }
 
 // agentMain holds the netns until the parent closes stdin.
 func agentMain() {
-	io.Copy(io.Discard, os.Stdin)
+	_, _ = io.Copy(io.Discard, os.Stdin)
 	os.Exit(0)
 }
 

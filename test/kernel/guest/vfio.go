@@ -84,8 +84,8 @@ func (h *Holder) Stop() {
 		return
 	}
 	h.stdin.Close()
-	h.cmd.Process.Kill()
-	h.cmd.Wait()
+	_ = h.cmd.Process.Kill()
+	_ = h.cmd.Wait()
 }
 
 // Comm is the holder's command name as /proc shows it.

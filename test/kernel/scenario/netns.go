@@ -27,6 +27,8 @@ import (
 // goroutine means no other goroutine ever runs on the main thread
 // (runtime.LockOSThread: locked from an init function, main runs on the
 // main thread). The package is for test binaries only.
+//
+//nolint:gochecknoinits // the lock must be taken before main runs, so main keeps the main thread.
 func init() { runtime.LockOSThread() }
 
 // pinnedNetns is a netns kept alive by a bind mount of its nsfs file, as

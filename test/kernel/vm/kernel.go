@@ -28,7 +28,8 @@ type Kernel struct {
 	Accel string `json:"-"`
 }
 
-// AccelFile, beside KernelFile, records what ProbeKVM found on this host.
+// AccelFile is the file, beside KernelFile, that records what ProbeKVM
+// found on this host.
 const AccelFile = "accel.json"
 
 // AccelProbe is AccelFile's content: the accelerator that boots the

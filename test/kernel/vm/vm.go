@@ -65,8 +65,9 @@ type Result struct {
 	Command []string          // the QEMU command line, to reproduce the boot
 }
 
-// AccelEnv, when set, chooses QEMU's accelerator for every boot ("tcg",
-// "kvm"), over what make test-env's probe found (Kernel.Accel).
+// AccelEnv names the variable that, when set, chooses QEMU's accelerator
+// for every boot ("tcg", "kvm"), over what make test-env's probe found
+// (Kernel.Accel).
 const AccelEnv = "SRIOV_LANE_KERNEL_ACCEL"
 
 // KeepEnv names the variable that, set to 1, keeps a boot's directory
