@@ -3,7 +3,6 @@ package kernel_test
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,11 +16,7 @@ import (
 func TestBoot(t *testing.T) {
 	t.Parallel()
 	kernels := vm.RequireKernels(t)
-	module, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	check := vm.BuildStatic(t, module, "./test/kernel/internal/bootcheck", true)
+	check := vm.BuildStatic(t, "./test/kernel/internal/bootcheck", true)
 	for _, k := range kernels {
 		t.Run(k.Name, func(t *testing.T) {
 			t.Parallel()
@@ -70,11 +65,7 @@ func TestBoot(t *testing.T) {
 func TestBootFailures(t *testing.T) {
 	t.Parallel()
 	k := vm.RequireKernels(t)[0]
-	module, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	check := vm.BuildStatic(t, module, "./test/kernel/internal/bootcheck", true)
+	check := vm.BuildStatic(t, "./test/kernel/internal/bootcheck", true)
 	for _, tc := range []struct {
 		name, env string
 		timeout   time.Duration

@@ -36,12 +36,8 @@ var guestProductTests = []string{
 func TestProduct(t *testing.T) {
 	t.Parallel()
 	kernels := vm.RequireKernels(t)
-	module, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tests := vm.BuildStatic(t, module, "./test/kernel/guest", true)
-	bin := vm.BuildStatic(t, module, "./cmd/sriov-lane", false)
+	tests := vm.BuildStatic(t, "./test/kernel/guest", true)
+	bin := vm.BuildStatic(t, "./cmd/sriov-lane", false)
 	for _, k := range kernels {
 		t.Run(k.Name, func(t *testing.T) {
 			t.Parallel()

@@ -3,7 +3,6 @@ package kernel_test
 import (
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -44,11 +43,7 @@ func TestScenarioFakeChild(t *testing.T) { scenario.FakeChild(t) }
 func TestScenarioMatchesKernels(t *testing.T) {
 	t.Parallel()
 	kernels := vm.RequireKernels(t)
-	module, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := vm.BuildStatic(t, module, "./test/kernel/scenario", true)
+	bin := vm.BuildStatic(t, "./test/kernel/scenario", true)
 	// The fake and every kernel run at once; the comparison waits for all.
 	var fake *scenario.Transcript
 	reals := make([]*scenario.Transcript, len(kernels))

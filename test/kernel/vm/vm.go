@@ -386,11 +386,15 @@ func goBuild(ctx context.Context, dir, pkg string, test bool, out string) error 
 	return nil
 }
 
-// BuildStatic builds pkg (a main package, or with test its test binary,
-// `go test -c`) with CGO_ENABLED=0 into a t.TempDir() and returns the
-// binary's path; dir is the module's directory. The guest has no libc.
-func BuildStatic(t testing.TB, dir string, pkg string, test bool) string {
+// BuildStatic builds pkg of this module (a main package, or with test its
+// test binary, `go test -c`) with CGO_ENABLED=0 into a t.TempDir() and
+// returns the binary's path. The guest has no libc.
+func BuildStatic(t testing.TB, pkg string, test bool) string {
 	t.Helper()
+	dir, err := moduleDir()
+	if err != nil {
+		t.Fatal(err)
+	}
 	name := path.Base(pkg)
 	if name == "." || name == "/" {
 		name = "program"
