@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
@@ -334,11 +335,19 @@ func TestInjectorApplyOnAPIServer(t *testing.T) {
 		t.Errorf("pod mutated without an injector: %v", pod.Spec.Containers[0].Resources)
 	}
 	// up's wait for the injector tells such an API server from one that
-	// reaches the injector: it times out, saying what it saw. Five seconds:
-	// one probe is one webhook call, which takes a while on a loaded host.
-	wctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	// reaches the injector: it times out, saying what it saw. Its own
+	// clients, as up's are: the dry-run polls above have spent this
+	// clientset's rate limiter, whose wait then outlasted the deadline
+	// before a probe was sent ("would exceed context deadline", seen in
+	// make test). Ten seconds: one probe is one webhook call, which takes
+	// a while on a loaded host.
+	fresh, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	if err := WaitInjectorServing(wctx, cs, objs); err == nil || !strings.Contains(err.Error(), "admitted unchanged") || !strings.Contains(err.Error(), InjectorService) {
+	if err := WaitInjectorServing(wctx, fresh, objs); err == nil || !strings.Contains(err.Error(), "admitted unchanged") || !strings.Contains(err.Error(), InjectorService) {
 		t.Errorf("WaitInjectorServing with no injector: %v", err)
 	}
 }

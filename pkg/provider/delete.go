@@ -78,6 +78,44 @@ func (p *Provider) delete(ctx context.Context, cluster string) (removed []string
 	return removed, nil
 }
 
+// After a create that was interrupted (the journal has its intent and no
+// done: an up killed inside k3d's create), Docker may still finish what
+// the dead client asked for, after down listed what there was: a network
+// created 1.6 s into an up SIGKILLed then was left by a down that found
+// nothing (seen in make test, Docker 20.10 on a loaded host). So such a
+// delete keeps looking until nothing of the lane has appeared for
+// interruptedCreateQuiet, within interruptedCreateBound.
+const (
+	interruptedCreateQuiet    = 3 * time.Second
+	interruptedCreateBound    = 30 * time.Second
+	interruptedCreateInterval = 500 * time.Millisecond
+)
+
+// deleteInterruptedCreate is delete, then delete again until a quiet spell
+// shows that Docker has nothing more in flight for the lane.
+func (p *Provider) deleteInterruptedCreate(ctx context.Context, cluster string) ([]string, error) {
+	removed, err := p.delete(ctx, cluster)
+	if err != nil {
+		return removed, err
+	}
+	quietSince := time.Now()
+	err = wait.PollUntilContextTimeout(ctx, interruptedCreateInterval, interruptedCreateBound, false, func(ctx context.Context) (bool, error) {
+		rm, err := p.delete(ctx, cluster)
+		if err != nil {
+			return false, err
+		}
+		if len(rm) > 0 {
+			removed = append(removed, rm...)
+			quietSince = time.Now()
+		}
+		return time.Since(quietSince) >= interruptedCreateQuiet, nil
+	})
+	if err != nil && ctx.Err() == nil && wait.Interrupted(err) {
+		return removed, fmt.Errorf("deleting lane cluster %s: objects of an interrupted create kept appearing for %s", cluster, interruptedCreateBound)
+	}
+	return removed, err
+}
+
 // removeNetworks removes every network named for the cluster, by ID. There
 // can be two: Docker finishes a network create whose client was killed (an
 // up SIGKILLed inside k3d's create) after the next up looked for one and

@@ -734,3 +734,41 @@ func TestRigDeleteRemovesTwoNetworksOfOneName(t *testing.T) {
 		}
 	}
 }
+
+// A create that was interrupted (its journal entry has no done) can leave
+// Docker finishing a request after down listed the lane's objects: the
+// undoer keeps looking until nothing has appeared for a while, so a
+// network that Docker makes a second into the undo is removed too.
+func TestRigUndoInterruptedCreateRemovesLateNetwork(t *testing.T) {
+	p, cli := rigDocker(t)
+	name := testutil.TakeSlot(t).Lane(0)
+	ctx := context.Background()
+	j, err := journal.Open(filepath.Join(t.TempDir(), "journal.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	if _, err := j.Begin(OpCluster, ClusterRecord{Name: name}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cli.NetworkRemove(context.Background(), NetworkName(name)) })
+	late := make(chan error, 1)
+	go func() {
+		time.Sleep(time.Second)
+		_, err := cli.NetworkCreate(ctx, NetworkName(name), network.CreateOptions{Driver: "bridge", Labels: map[string]string{"app": "k3d"}})
+		late <- err
+	}()
+	start := time.Now()
+	if err := journal.Reverse(ctx, j, Undoers(p), journal.ReverseOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-late; err != nil {
+		t.Fatalf("creating the late network: %v", err)
+	}
+	if _, err := cli.NetworkInspect(ctx, NetworkName(name), network.InspectOptions{}); !cerrdefs.IsNotFound(err) {
+		t.Errorf("network %s made 1 s into the undo of an interrupted create was left (inspect: %v)", NetworkName(name), err)
+	}
+	if took := time.Since(start); took < interruptedCreateQuiet {
+		t.Errorf("undo of an interrupted create took %s, less than its quiet spell %s", took, interruptedCreateQuiet)
+	}
+}

@@ -29,7 +29,11 @@ func Undoers(p *Provider) journal.Undoers {
 			if err := e.Decode(&r); err != nil {
 				return "", err
 			}
-			removed, err := p.delete(ctx, r.Name)
+			del := p.delete
+			if !e.Done {
+				del = p.deleteInterruptedCreate
+			}
+			removed, err := del(ctx, r.Name)
 			if err != nil {
 				return "", err
 			}

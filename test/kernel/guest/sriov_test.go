@@ -93,7 +93,7 @@ func newLane(t *testing.T, name string) *lane {
 	// stopped by its own cleanup, registered later, so it runs first).
 	t.Cleanup(func() {
 		// t.Context() is already cancelled when cleanups run.
-		if err := l.down(context.Background(), 10*time.Second); err != nil {
+		if err := l.down(context.Background(), sriov.DefaultHolderWait); err != nil {
 			t.Errorf("cleanup down of lane %s: %v", name, err)
 		}
 		j.Close()
@@ -136,7 +136,11 @@ func (l *lane) up(ctx context.Context, pfName string, count int, mode string) (s
 }
 
 // down undoes the lane's journal as down does (pkg/lane undoers: the
-// Restorer with the lane's VFIO dir), holders waited for up to hold.
+// Restorer with the lane's VFIO dir), holders waited for up to hold. A
+// down with no holder takes down's own bound (sriov.DefaultHolderWait):
+// the bound covers the kernel's whole write, and igb's VF removal under
+// TCG took over 10 s beside a make test run (a 10 s bound then failed
+// with "no holder found" and left the PF half undone for the next test).
 func (l *lane) down(ctx context.Context, hold time.Duration) error {
 	u := sriov.Undoers(sriov.Restorer{Sysfs: sys, Docker: l.docker, VFIODir: "/dev/vfio", HolderWait: hold})
 	return journal.Reverse(ctx, l.j, u, journal.ReverseOptions{})
@@ -223,7 +227,7 @@ func TestVFIOLane(t *testing.T) {
 		}
 	}
 	guest.Record(t, "vfio-lane", map[string]any{"pf": pf.PCI, "vfs": vfs, "groups": groups})
-	if err := l.down(ctx, 5*time.Second); err != nil {
+	if err := l.down(ctx, sriov.DefaultHolderWait); err != nil {
 		t.Fatal(err)
 	}
 	assertBack(t, l, pf, 0)
@@ -250,7 +254,7 @@ func TestNetdeviceLane(t *testing.T) {
 		}
 	}
 	guest.Record(t, "netdevice-lane", map[string]any{"pf": pf.PCI, "vfs": vfs})
-	if err := l.down(ctx, 5*time.Second); err != nil {
+	if err := l.down(ctx, sriov.DefaultHolderWait); err != nil {
 		t.Fatal(err)
 	}
 	assertBack(t, l, pf, 0)
@@ -274,7 +278,7 @@ func TestOriginalVFsComeBack(t *testing.T) {
 	namesBefore := vfNetdevs(t, pf.PCI)
 	l := newLane(t, "orig")
 	l.up(ctx, pf.Name, 3, config.VFDriverVFIO)
-	if err := l.down(ctx, 10*time.Second); err != nil {
+	if err := l.down(ctx, sriov.DefaultHolderWait); err != nil {
 		t.Fatal(err)
 	}
 	// The VFs are probed again while the PF is still in the node, and the
