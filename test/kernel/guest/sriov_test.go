@@ -93,7 +93,7 @@ func newLane(t *testing.T, name string) *lane {
 	// stopped by its own cleanup, registered later, so it runs first).
 	t.Cleanup(func() {
 		// t.Context() is already cancelled when cleanups run.
-		if err := l.down(context.Background(), sriov.DefaultHolderWait); err != nil {
+		if err := l.down(context.Background(), quietDownBound); err != nil {
 			t.Errorf("cleanup down of lane %s: %v", name, err)
 		}
 		j.Close()
@@ -135,12 +135,16 @@ func (l *lane) up(ctx context.Context, pfName string, count int, mode string) (s
 	return pf, pin, vfs
 }
 
+// quietDownBound is the holder bound of a down with no holder: the bound
+// covers the kernel's whole write, and igb's VF removal under TCG took
+// over 10 s beside a make test run (a 10 s bound then failed with "no
+// holder found" and left the PF half undone for the next test); the
+// guest also runs niced there (test/kernel/vm). Twice down's own bound
+// (sriov.DefaultHolderWait), which a real NIC's removal never nears.
+const quietDownBound = 2 * sriov.DefaultHolderWait
+
 // down undoes the lane's journal as down does (pkg/lane undoers: the
-// Restorer with the lane's VFIO dir), holders waited for up to hold. A
-// down with no holder takes down's own bound (sriov.DefaultHolderWait):
-// the bound covers the kernel's whole write, and igb's VF removal under
-// TCG took over 10 s beside a make test run (a 10 s bound then failed
-// with "no holder found" and left the PF half undone for the next test).
+// Restorer with the lane's VFIO dir), holders waited for up to hold.
 func (l *lane) down(ctx context.Context, hold time.Duration) error {
 	u := sriov.Undoers(sriov.Restorer{Sysfs: sys, Docker: l.docker, VFIODir: "/dev/vfio", HolderWait: hold})
 	return journal.Reverse(ctx, l.j, u, journal.ReverseOptions{})
@@ -227,7 +231,7 @@ func TestVFIOLane(t *testing.T) {
 		}
 	}
 	guest.Record(t, "vfio-lane", map[string]any{"pf": pf.PCI, "vfs": vfs, "groups": groups})
-	if err := l.down(ctx, sriov.DefaultHolderWait); err != nil {
+	if err := l.down(ctx, quietDownBound); err != nil {
 		t.Fatal(err)
 	}
 	assertBack(t, l, pf, 0)
@@ -254,7 +258,7 @@ func TestNetdeviceLane(t *testing.T) {
 		}
 	}
 	guest.Record(t, "netdevice-lane", map[string]any{"pf": pf.PCI, "vfs": vfs})
-	if err := l.down(ctx, sriov.DefaultHolderWait); err != nil {
+	if err := l.down(ctx, quietDownBound); err != nil {
 		t.Fatal(err)
 	}
 	assertBack(t, l, pf, 0)
@@ -278,7 +282,7 @@ func TestOriginalVFsComeBack(t *testing.T) {
 	namesBefore := vfNetdevs(t, pf.PCI)
 	l := newLane(t, "orig")
 	l.up(ctx, pf.Name, 3, config.VFDriverVFIO)
-	if err := l.down(ctx, sriov.DefaultHolderWait); err != nil {
+	if err := l.down(ctx, quietDownBound); err != nil {
 		t.Fatal(err)
 	}
 	// The VFs are probed again while the PF is still in the node, and the
@@ -382,7 +386,7 @@ func TestHeldByGroupAndDevice(t *testing.T) {
 func again(t *testing.T, l *lane, record string) {
 	t.Helper()
 	start := time.Now()
-	if err := l.down(t.Context(), sriov.DefaultHolderWait); err != nil {
+	if err := l.down(t.Context(), quietDownBound); err != nil {
 		t.Fatalf("down again, the holder gone: %v", err)
 	}
 	guest.Record(t, record, map[string]string{"took": time.Since(start).String()})

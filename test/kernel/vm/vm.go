@@ -15,6 +15,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -76,6 +77,13 @@ const AccelEnv = "SRIOV_LANE_KERNEL_ACCEL"
 const KeepEnv = "SRIOV_LANE_KERNEL_KEEP"
 
 const consoleTailLines = 60
+
+// guestNice is QEMU's nice value. A TCG guest is batch work that keeps a
+// core busy for tens of seconds; make test runs the tier beside the e2e
+// lanes, which are CPU-bound and the suite's long pole, so the guests
+// take what those leave (a guest's own bounds are minutes, a lane's
+// waits are seconds).
+const guestNice = 10
 
 // shellLine is args as a shell command line, quoted where a shell would
 // split or expand them, for copying from an error.
@@ -189,7 +197,13 @@ func Start(ctx context.Context, c Config) (*Result, error) {
 	var qemuOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &qemuOut, &qemuOut
 	cmd.WaitDelay = 10 * time.Second
-	runErr := cmd.Run()
+	runErr := cmd.Start()
+	if runErr == nil {
+		// Best effort: a guest that keeps its default share only runs
+		// slower.
+		_ = syscall.Setpriority(syscall.PRIO_PROCESS, cmd.Process.Pid, guestNice)
+		runErr = cmd.Wait()
+	}
 	console, _ := os.ReadFile(consoleLog)
 	res.Console = string(console)
 	tail := "console (last lines):\n" + consoleTail(res.Console, consoleTailLines)
