@@ -16,6 +16,7 @@ import (
 
 	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/provider"
+	"github.com/sriov-lane/sriov-lane/pkg/sriov"
 )
 
 // CheckStatus is the verdict of one preflight check.
@@ -64,11 +65,9 @@ type PFSummary struct {
 	// to is the NIC's VF driver, seen here.
 	VFs  []VFStatus `json:"vfs,omitempty"`
 	Note string     `json:"note,omitempty"`
-	// Emulated marks a PF a hypervisor emulates (QEMU's igb), so a suite
-	// on the lane can skip what EmulationLacks lists.
-	Emulated       bool     `json:"emulated"`
-	Emulation      string   `json:"emulation,omitempty"`
-	EmulationLacks []string `json:"emulationLacks,omitempty"`
+	// EmulationReport marks a PF a hypervisor emulates (QEMU's igb), so a
+	// suite on the lane can skip what it lacks.
+	sriov.EmulationReport
 }
 
 // emulationText says a PF is emulated and what it lacks ("" for a real one).

@@ -51,11 +51,9 @@ type PFStatus struct {
 	VFDrivers  map[string]int `json:"vfDrivers,omitempty"`
 	VFs        []VFStatus     `json:"vfs,omitempty"`
 	LeasedBy   string         `json:"leasedBy,omitempty"`
-	// Emulated marks a PF a hypervisor emulates (QEMU's igb), so a suite
-	// on the lane can skip what EmulationLacks lists.
-	Emulated       bool     `json:"emulated"`
-	Emulation      string   `json:"emulation,omitempty"`
-	EmulationLacks []string `json:"emulationLacks,omitempty"`
+	// EmulationReport marks a PF a hypervisor emulates (QEMU's igb), so a
+	// suite on the lane can skip what it lacks.
+	sriov.EmulationReport
 }
 
 // VFStatus is one VF of a PF, as sysfs shows it now.
@@ -126,9 +124,7 @@ func Describe(ctx context.Context, l *config.Lane, docker *client.Client) (*Lane
 		ps.NumVFs, _ = sys.ReadInt(pl.PF.PCI, "sriov_numvfs")
 		ps.VFDrivers = sys.VFDrivers(pl.PF.PCI)
 		ps.VFs = vfStatuses(sys, pl.PF.PCI)
-		if em, ok := sriov.EmulationOf(sys, pl.PF.PCI); ok {
-			ps.Emulated, ps.Emulation, ps.EmulationLacks = true, em.Model, em.Lacks
-		}
+		ps.EmulationReport = sriov.EmulationOf(sys, pl.PF.PCI)
 		if problem := locatePF(ctx, l, cli, nodes, pl, &ps); problem != "" {
 			st.Problems = append(st.Problems, problem)
 		} else if problem := vfProblem(l, sys, pl.PF.PCI); problem != "" {

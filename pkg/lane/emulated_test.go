@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sriov-lane/sriov-lane/pkg/config"
+	"github.com/sriov-lane/sriov-lane/pkg/sriov"
 )
 
 // An emulated PF is reported as such by check (text and the PF in -o json)
@@ -14,7 +15,7 @@ import (
 // on the lane can skip those tests.
 func TestEmulatedPFReported(t *testing.T) {
 	igb := PFSummary{Name: "eth0", PCI: "0000:01:00.0", Driver: "igb", TotalVFs: 7,
-		Emulated: true, Emulation: "QEMU igb (Intel 82576)", EmulationLacks: []string{"VF link state (ip link set PF vf N state auto|enable|disable)"}}
+		EmulationReport: sriov.EmulationReport{Emulated: true, Emulation: "QEMU igb (Intel 82576)", EmulationLacks: []string{"VF link state (ip link set PF vf N state auto|enable|disable)"}}}
 	real := PFSummary{Name: "ens1f0", PCI: "0000:3b:00.0", Driver: "ice", TotalVFs: 64}
 	l := config.Default()
 	c := &Checker{Lane: l, PFs: func(context.Context) (PFReport, error) {
@@ -57,7 +58,7 @@ func TestEmulatedPFReported(t *testing.T) {
 	}
 
 	st := &LaneStatus{Name: "x", Health: "healthy", PFs: []PFStatus{
-		{Name: "eth0", PCI: "0000:01:00.0", Emulated: true, Emulation: igb.Emulation, EmulationLacks: igb.EmulationLacks},
+		{Name: "eth0", PCI: "0000:01:00.0", EmulationReport: igb.EmulationReport},
 		{Name: "ens1f0", PCI: "0000:3b:00.0"},
 	}}
 	text := FormatStatus(st)

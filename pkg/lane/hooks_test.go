@@ -53,7 +53,7 @@ func TestHooksOfBothPhasesGetTheSamePFs(t *testing.T) {
 		}
 		seen[phase] = string(b)
 	}
-	want := `[{"pf":{"name":"ens1f0","pci":"0000:3b:00.0","vendor":"","device":"","driver":"","totalVFs":8,"numVFs":0,"mac":"aa:bb:cc:dd:ee:01","numaNode":0,"present":false,"adminUp":false,"defaultRoute":false,"globalAddress":false},"node":"k3d-sriov-agent-0","nameInNode":"ens1f0","vfs":6}]`
+	want := `[{"pf":{"name":"ens1f0","pci":"0000:3b:00.0","vendor":"","device":"","driver":"","totalVFs":8,"numVFs":0,"mac":"aa:bb:cc:dd:ee:01","numaNode":0,"present":false,"adminUp":false,"defaultRoute":false,"globalAddress":false,"emulated":false},"node":"k3d-sriov-agent-0","nameInNode":"ens1f0","vfs":6}]`
 	if seen["post-up"] != want || seen["pre-down"] != want {
 		t.Errorf("SRIOV_LANE_PFS\npost-up  %s\npre-down %s\nwant     %s", seen["post-up"], seen["pre-down"], want)
 	}

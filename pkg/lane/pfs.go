@@ -30,7 +30,7 @@ func PFReportFunc(l *config.Lane) func(context.Context) (PFReport, error) {
 		var rep PFReport
 		for _, pf := range pfs {
 			s := PFSummary{Name: pf.Name, PCI: pf.PCI, Driver: pf.Driver, TotalVFs: pf.TotalVFs, VFs: vfStatuses(sys, pf.PCI),
-				Emulated: pf.Emulated, Emulation: pf.Emulation, EmulationLacks: pf.EmulationLacks}
+				EmulationReport: pf.EmulationReport}
 			if ls, ok := leases[pf.PCI]; ok {
 				s.Note = fmt.Sprintf("leased by lane %q", ls.Lane)
 				if s.Name == "" {

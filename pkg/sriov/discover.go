@@ -37,12 +37,9 @@ type PF struct {
 	// chosen only when pfs.include names it exactly (Selection.Allows).
 	DefaultRoute  bool `json:"defaultRoute"`
 	GlobalAddress bool `json:"globalAddress"`
-	// Emulated marks a PF a hypervisor emulates (QEMU's igb): Emulation
-	// names it and EmulationLacks says what a suite must not expect. Hooks
-	// see them in SRIOV_LANE_PFS.
-	Emulated       bool     `json:"emulated,omitempty"`
-	Emulation      string   `json:"emulation,omitempty"`
-	EmulationLacks []string `json:"emulationLacks,omitempty"`
+	// EmulationReport says whether a hypervisor emulates the PF (QEMU's
+	// igb); hooks see it in SRIOV_LANE_PFS.
+	EmulationReport
 }
 
 func (p PF) String() string { return fmt.Sprintf("PF %s (%s)", p.Name, p.PCI) }
@@ -87,9 +84,7 @@ func Discover(s Sysfs) ([]PF, error) {
 		}
 		pf.Vendor, _ = s.ReadAttr(bdf, "vendor")
 		pf.Device, _ = s.ReadAttr(bdf, "device")
-		if em, ok := EmulationOf(s, bdf); ok {
-			pf.Emulated, pf.Emulation, pf.EmulationLacks = true, em.Model, em.Lacks
-		}
+		pf.EmulationReport = EmulationOf(s, bdf)
 		if pf.Driver, err = s.Driver(bdf); err != nil {
 			return nil, fmt.Errorf("discovering PFs: %w", err)
 		}

@@ -2,13 +2,17 @@ package sriov
 
 import "strings"
 
-// Emulation says what emulates a PF, when a hypervisor does, and what a
-// test suite on the lane must not expect of it.
-type Emulation struct {
-	// Model names the emulation, e.g. "QEMU igb (Intel 82576)".
-	Model string
-	// Lacks lists what the emulated NIC cannot do, for suites to skip.
-	Lacks []string
+// EmulationReport says whether a hypervisor emulates a PF, which, and
+// what a test suite on the lane must not expect of it. Every PF report
+// embeds it (discovery and the hooks' SRIOV_LANE_PFS, check, status), so
+// each says it with the same JSON fields.
+type EmulationReport struct {
+	Emulated bool `json:"emulated"`
+	// Emulation names the emulation, e.g. "QEMU igb (Intel 82576)".
+	Emulation string `json:"emulation,omitempty"`
+	// EmulationLacks lists what the emulated NIC cannot do, for suites to
+	// skip.
+	EmulationLacks []string `json:"emulationLacks,omitempty"`
 }
 
 // qemuSubsystemVendor is the PCI subsystem vendor QEMU gives a device
@@ -46,18 +50,18 @@ var qemuIGBLacks = []string{
 
 // EmulationOf says whether the PCI function at bdf is emulated by a
 // hypervisor the lane knows, and what it lacks.
-func EmulationOf(s Sysfs, bdf string) (Emulation, bool) {
+func EmulationOf(s Sysfs, bdf string) EmulationReport {
 	subVendor, _ := s.ReadAttr(bdf, "subsystem_vendor")
 	if !strings.EqualFold(subVendor, qemuSubsystemVendor) {
-		return Emulation{}, false
+		return EmulationReport{}
 	}
 	subDevice, _ := s.ReadAttr(bdf, "subsystem_device")
 	vendor, _ := s.ReadAttr(bdf, "vendor")
 	device, _ := s.ReadAttr(bdf, "device")
 	if strings.EqualFold(vendor, "0x8086") && strings.EqualFold(device, "0x10c9") && strings.EqualFold(subDevice, qemuSubsystemDevice) {
-		return Emulation{Model: "QEMU igb (Intel 82576)", Lacks: append([]string(nil), qemuIGBLacks...)}, true
+		return EmulationReport{Emulated: true, Emulation: "QEMU igb (Intel 82576)", EmulationLacks: append([]string(nil), qemuIGBLacks...)}
 	}
 	// Another device QEMU emulates with SR-IOV: known to be emulated, its
 	// gaps not known here.
-	return Emulation{Model: "QEMU-emulated " + vendor + ":" + device}, true
+	return EmulationReport{Emulated: true, Emulation: "QEMU-emulated " + vendor + ":" + device}
 }

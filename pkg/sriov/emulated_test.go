@@ -28,20 +28,20 @@ func TestEmulationOf(t *testing.T) {
 	mk("0000:04:00.0", map[string]string{"vendor": "0x15b3", "device": "0x1017"})
 	s := Sysfs{Root: root}
 
-	em, ok := EmulationOf(s, "0000:01:00.0")
-	if !ok || em.Model != "QEMU igb (Intel 82576)" {
-		t.Fatalf("QEMU igb: %+v %v", em, ok)
+	em := EmulationOf(s, "0000:01:00.0")
+	if !em.Emulated || em.Emulation != "QEMU igb (Intel 82576)" {
+		t.Fatalf("QEMU igb: %+v", em)
 	}
-	if !strings.Contains(strings.Join(em.Lacks, "\n"), "VF link state") {
-		t.Errorf("QEMU igb lacks list has no VF link state: %q", em.Lacks)
+	if !strings.Contains(strings.Join(em.EmulationLacks, "\n"), "VF link state") {
+		t.Errorf("QEMU igb lacks list has no VF link state: %q", em.EmulationLacks)
 	}
-	if _, ok := EmulationOf(s, "0000:02:00.0"); ok {
+	if EmulationOf(s, "0000:02:00.0").Emulated {
 		t.Error("a real 82576 (Intel subsystem IDs) called emulated")
 	}
-	if em, ok := EmulationOf(s, "0000:03:00.0"); !ok || !strings.Contains(em.Model, "0x1b36:0x0010") || len(em.Lacks) != 0 {
-		t.Errorf("another QEMU device: %+v %v", em, ok)
+	if em := EmulationOf(s, "0000:03:00.0"); !em.Emulated || !strings.Contains(em.Emulation, "0x1b36:0x0010") || len(em.EmulationLacks) != 0 {
+		t.Errorf("another QEMU device: %+v", em)
 	}
-	if _, ok := EmulationOf(s, "0000:04:00.0"); ok {
+	if EmulationOf(s, "0000:04:00.0").Emulated {
 		t.Error("a device without subsystem IDs called emulated")
 	}
 }

@@ -54,8 +54,8 @@ func TestPlacementsFromTheJournal(t *testing.T) {
 
 	got := sriov.Placements(j.Entries())
 	b, _ := json.Marshal(got)
-	want := `[{"pf":{"name":"ens1f0","pci":"0000:3b:00.0","vendor":"","device":"","driver":"ice","totalVFs":8,"numVFs":0,"mac":"aa:bb:cc:dd:ee:01","numaNode":0,"present":true,"adminUp":false,"defaultRoute":false,"globalAddress":false},"node":"k3d-sriov-agent-0","nameInNode":"ens1f0","vfs":6},` +
-		`{"pf":{"name":"ens3f0","pci":"0000:3d:00.0","vendor":"","device":"","driver":"","totalVFs":0,"numVFs":0,"mac":"aa:bb:cc:dd:ee:01","numaNode":0,"present":false,"adminUp":false,"defaultRoute":false,"globalAddress":false},"node":"k3d-sriov-agent-1","nameInNode":"sl0123abcd","vfs":0}]`
+	want := `[{"pf":{"name":"ens1f0","pci":"0000:3b:00.0","vendor":"","device":"","driver":"ice","totalVFs":8,"numVFs":0,"mac":"aa:bb:cc:dd:ee:01","numaNode":0,"present":true,"adminUp":false,"defaultRoute":false,"globalAddress":false,"emulated":false},"node":"k3d-sriov-agent-0","nameInNode":"ens1f0","vfs":6},` +
+		`{"pf":{"name":"ens3f0","pci":"0000:3d:00.0","vendor":"","device":"","driver":"","totalVFs":0,"numVFs":0,"mac":"aa:bb:cc:dd:ee:01","numaNode":0,"present":false,"adminUp":false,"defaultRoute":false,"globalAddress":false,"emulated":false},"node":"k3d-sriov-agent-1","nameInNode":"sl0123abcd","vfs":0}]`
 	if string(b) != want {
 		t.Fatalf("placements\n got %s\nwant %s", b, want)
 	}
