@@ -109,9 +109,10 @@ func WaitInjectorServing(ctx context.Context, cs kubernetes.Interface, objs []*u
 			// injector whose own API calls hang), well under it when the
 			// connection was refused or the certificate rejected.
 			last = fmt.Errorf("a pod naming a network was admitted unchanged after %s: the injector is not reached yet", time.Since(start).Round(10*time.Millisecond))
-		case ctx.Err() != nil && last != nil:
-			// The deadline cut this probe short: what the one before saw
-			// says more than "context deadline exceeded".
+		case last != nil && (ctx.Err() != nil || strings.Contains(err.Error(), rateLimiterDeadline)):
+			// The deadline cut this probe short, or the client's rate
+			// limiter refused to wait past it: what the probe before saw
+			// says more than either.
 		default:
 			last = err
 		}
@@ -122,6 +123,13 @@ func WaitInjectorServing(ctx context.Context, cs kubernetes.Interface, objs []*u
 	}
 	return nil
 }
+
+// rateLimiterDeadline is how the client's rate limiter refuses a request
+// whose token would come after the context's deadline; it wraps no
+// context error (golang.org/x/time rate/rate.go@v0.15.0 Limiter.wait,
+// behind client-go's "client rate limiter Wait returned an error",
+// k8s.io/client-go rest/request.go@v0.37.2 tryThrottleWithInfo).
+const rateLimiterDeadline = "would exceed context deadline"
 
 // injectorProbeInterval is how often the serving probe asks again: each is one
 // dry-run create, and kube-proxy programs the Service within a second or

@@ -58,7 +58,6 @@ func TestProduct(t *testing.T) {
 					// TestDocFileMap reads the package's source, which the guest lacks.
 					Args: []string{"-test.v", "-test.skip", "^TestDocFileMap$", "-test.timeout", "5m"},
 				}},
-				Timeout: 7 * time.Minute,
 			})
 			if err != nil {
 				t.Fatal(err)

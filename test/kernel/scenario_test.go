@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sriov-lane/sriov-lane/test/kernel/scenario"
 	"github.com/sriov-lane/sriov-lane/test/kernel/vm"
@@ -88,7 +87,7 @@ func TestScenarioMatchesKernels(t *testing.T) {
 // transcript it left.
 func guestScenario(t *testing.T, k vm.Kernel, bin string) *scenario.Transcript {
 	t.Helper()
-	res, err := vm.Start(context.Background(), vm.Config{Kernel: k, PFs: 2, Timeout: 10 * time.Minute,
+	res, err := vm.Start(context.Background(), vm.Config{Kernel: k, PFs: 2,
 		Programs: []vm.Program{{Name: "scenario", Path: bin, Args: []string{"-test.v", "-test.run", "^TestGuestScenario$"}}}})
 	if err != nil {
 		t.Fatal(err)

@@ -35,7 +35,7 @@ type Config struct {
 	Programs []Program         // run one after another in the guest, in order
 	Files    map[string]string // guest path -> host path, extra files in the initramfs
 	PFs      int               // emulated igb NICs (default 2)
-	Timeout  time.Duration     // whole guest bound (default 5 min); on expiry QEMU is killed
+	Timeout  time.Duration     // whole guest bound (default DefaultTimeout); on expiry QEMU is killed
 	Memory   int               // MiB (default 1024)
 	// Accel is QEMU's accelerator for this boot; "" takes $SRIOV_LANE_KERNEL_ACCEL,
 	// else what make test-env's probe found for the kernel (Kernel.Accel), else tcg.
@@ -78,6 +78,14 @@ const KeepEnv = "SRIOV_LANE_KERNEL_KEEP"
 
 const consoleTailLines = 60
 
+// DefaultTimeout bounds a guest that sets no Timeout. A guest runs niced
+// (guestNice), and on a fresh machine make test compiles every test
+// binary with coverage beside it for minutes: a 5 min bound killed boots
+// that had only been starved (the console stopped in early boot; guests
+// with 7 and 10 min bounds passed in the same run). A hung guest costs
+// this much before it fails; one that works takes well under a minute.
+const DefaultTimeout = 15 * time.Minute
+
 // guestNice is QEMU's nice value. A TCG guest is batch work that keeps a
 // core busy for tens of seconds; make test runs the tier beside the e2e
 // lanes, which are CPU-bound and the suite's long pole, so the guests
@@ -104,7 +112,7 @@ func (c Config) withDefaults() Config {
 		c.PFs = 2
 	}
 	if c.Timeout == 0 {
-		c.Timeout = 5 * time.Minute
+		c.Timeout = DefaultTimeout
 	}
 	if c.Memory == 0 {
 		c.Memory = 1024
