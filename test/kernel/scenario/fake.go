@@ -9,11 +9,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
 	"github.com/sriov-lane/sriov-lane/test/rig/nsutil"
@@ -30,6 +32,7 @@ import (
 type Fake struct {
 	root, vfio string
 	pfs        []PF
+	log        *kernelLog
 }
 
 // fakePFs are the guest's PF names (igb in the kernel tier's guest, no
@@ -51,7 +54,7 @@ func NewFake(t testing.TB) *Fake {
 	peers := fmt.Sprintf("%s%d", peersPrefix, os.Getpid())
 	peerNs := nsutil.ForTest(t, peers)
 	var pfs []sysfs.PF
-	f := &Fake{}
+	f := &Fake{log: &kernelLog{t: t}}
 	for i, name := range fakePFs {
 		veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: fmt.Sprintf("wire%d", i),
 			PeerNamespace: netlink.NsFd(int(peerNs))}
@@ -73,7 +76,7 @@ func NewFake(t testing.TB) *Fake {
 	dir := t.TempDir()
 	f.root, f.vfio = filepath.Join(dir, "sys"), filepath.Join(dir, "vfio")
 	srv, err := sysfs.Serve(sysfs.ServeConfig{SysfsDir: f.root, VFIODir: f.vfio, KernelConfig: sysfs.KernelConfig{
-		PFs: pfs, VFDriver: "igbvf", PeerNetns: peers, Log: log.New(testLog{t}, "fake kernel: ", 0)}})
+		PFs: pfs, VFDriver: "igbvf", PeerNetns: peers, Log: log.New(f.log, "fake kernel: ", 0)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,11 +109,37 @@ func dropStalePeers(t testing.TB) {
 	}
 }
 
-type testLog struct{ t testing.TB }
+// kernelLog is the fake kernel's log: lines to the test's log, kept to
+// be read as /dev/kmsg is (DeviceRequests).
+type kernelLog struct {
+	t     testing.TB
+	mu    sync.Mutex
+	lines []string
+}
 
-func (l testLog) Write(p []byte) (int, error) {
-	l.t.Log(strings.TrimSuffix(string(p), "\n"))
+func (l *kernelLog) Write(p []byte) (int, error) {
+	line := strings.TrimSuffix(string(p), "\n")
+	l.t.Log(line)
+	l.mu.Lock()
+	l.lines = append(l.lines, line)
+	l.mu.Unlock()
 	return len(p), nil
+}
+
+// DeviceRequests counts the fake kernel's request lines about bdf, read as
+// the real kernel's records are (countRequests).
+func (f *Fake) DeviceRequests(bdf string) (int, error) {
+	f.log.mu.Lock()
+	lines := append([]string(nil), f.log.lines...)
+	f.log.mu.Unlock()
+	return countRequests(func(buf []byte) (int, error) {
+		if len(lines) == 0 {
+			return 0, unix.EAGAIN
+		}
+		n := copy(buf, lines[0])
+		lines = lines[1:]
+		return n, nil
+	}, bdf)
 }
 
 func (*Fake) Name() string         { return "fake" }

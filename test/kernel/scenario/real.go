@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"sort"
 	"strings"
@@ -66,4 +67,42 @@ func (r *Real) PFs() []PF        { return r.pfs }
 // device fd is an anon inode, [vfio-device].
 func (*Real) HoldDevice(group, bdf string) (DeviceHold, error) {
 	return vfiouser.HoldDevice("/dev/vfio", group, bdf)
+}
+
+// DeviceRequests reads the kernel's log (/dev/kmsg, every record still in
+// the ring) for vfio-pci's request line about bdf.
+func (*Real) DeviceRequests(bdf string) (int, error) {
+	// unix, not os: Go's poller would park a read of /dev/kmsg at its end
+	// instead of returning EAGAIN.
+	fd, err := unix.Open("/dev/kmsg", unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0, fmt.Errorf("opening /dev/kmsg: %w", err)
+	}
+	defer unix.Close(fd)
+	return countRequests(func(buf []byte) (int, error) { return unix.Read(fd, buf) }, bdf)
+}
+
+// countRequests counts the request lines about bdf in the records read
+// returns, one a read as /dev/kmsg gives them, until EAGAIN (the end).
+// EPIPE is a record overwritten before it was read: skipped.
+func countRequests(read func([]byte) (int, error), bdf string) (int, error) {
+	want := bdf + ": " + deviceRequestLine
+	buf := make([]byte, 8192)
+	n := 0
+	for {
+		k, err := read(buf)
+		switch {
+		case errors.Is(err, unix.EAGAIN):
+			return n, nil
+		case errors.Is(err, unix.EPIPE), errors.Is(err, unix.EINTR):
+			continue
+		case err != nil:
+			return n, fmt.Errorf("reading /dev/kmsg: %w", err)
+		case k == 0:
+			return n, nil
+		}
+		if strings.Contains(string(buf[:k]), want) {
+			n++
+		}
+	}
 }
