@@ -2,12 +2,22 @@ package provider
 
 import (
 	"context"
+	"crypto/x509"
+	"errors"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/client"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/test/testutil"
@@ -91,6 +101,52 @@ func TestRigTopologyAndDatastoreTmpfs(t *testing.T) {
 	r, err = p.exec(ctx, srv.ID, []string{"ls", ServerDatastoreDir + "/etcd/member"}, nil)
 	if err != nil || r.ExitCode != 0 || !strings.Contains(r.Stdout, "wal") {
 		t.Errorf("etcd data not under %s/etcd: %v %+v", ServerDatastoreDir, err, r)
+	}
+	checkRestartEmptiesDatastore(ctx, t, p, cli, name)
+}
+
+// checkRestartEmptiesDatastore restarts the server of a lane whose
+// datastore is on a tmpfs, as dockerd's restart does: its CA and
+// credentials (outside the datastore, in the image's VOLUME) stay, so the
+// kubeconfig handed out before still reaches it, and the tmpfs comes back
+// empty, so what the cluster held is gone.
+func checkRestartEmptiesDatastore(ctx context.Context, t *testing.T, p *Provider, cli *client.Client, name string) {
+	t.Helper()
+	kcPath := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := p.WriteKubeconfig(ctx, name, kcPath); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kcPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "before-restart", Namespace: "default"}}
+	if _, err := kc.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating ConfigMap before the restart: %v", err)
+	}
+	timeout := 10
+	if err := cli.ContainerRestart(ctx, NodeName(name, RoleServer, 0), container.StopOptions{Timeout: &timeout}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		_, err := kc.CoreV1().ConfigMaps("default").Get(ctx, cm.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return
+		}
+		var unknownCA x509.UnknownAuthorityError
+		if errors.As(err, &unknownCA) || (err != nil && strings.Contains(err.Error(), "x509:")) {
+			t.Fatalf("the restarted server refused the kubeconfig handed out before (its CA or serving certificate changed): %v", err)
+		}
+		if err == nil {
+			t.Fatal("ConfigMap before-restart survived a restart with the datastore on a tmpfs")
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server's API after its restart: %v", err)
+		}
 	}
 }
 

@@ -41,6 +41,10 @@ type Options struct {
 	// Dir receives certificates, data and logs; a temporary directory
 	// (removed by Stop) is used when empty. A given Dir is kept.
 	Dir string
+	// EtcdDir is etcd's data dir (default Dir/etcd). Apart from Dir, the
+	// data can go while the credentials stay, as a restarted k3s server
+	// whose datastore was on a tmpfs keeps its certificates.
+	EtcdDir string
 	// SANs are extra DNS names or IPs for the serving certificate.
 	SANs []string
 	// Token is the static bearer token for AdminUser; random when empty.
@@ -149,6 +153,9 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 		}
 	}()
 
+	if opts.EtcdDir == "" {
+		opts.EtcdDir = filepath.Join(s.Dir, "etcd")
+	}
 	certs, err := writePKI(s.Dir, append([]string{serviceIP.String()}, opts.SANs...))
 	if err != nil {
 		return nil, fmt.Errorf("writing control-plane certificates in %s: %w", s.Dir, err)
@@ -163,7 +170,7 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 	etcdPeer := "http://127.0.0.1:" + strconv.Itoa(opts.EtcdPeerPort)
 	s.etcd, err = s.start("etcd", etcdBin,
 		"--name=default",
-		"--data-dir="+filepath.Join(s.Dir, "etcd"),
+		"--data-dir="+opts.EtcdDir,
 		"--listen-client-urls="+etcdClient,
 		"--advertise-client-urls="+etcdClient,
 		"--listen-peer-urls="+etcdPeer,

@@ -3,10 +3,12 @@ package apiserver
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -98,5 +100,47 @@ func TestRestartOnSameDirKeepsDataAndCredentials(t *testing.T) {
 	// The first run's client (its CA and token) must still be accepted.
 	if _, err := kc.CoreV1().Namespaces().Get(ctx, ns.Name, metav1.GetOptions{}); err != nil {
 		t.Fatalf("namespace or credentials lost across restart: %v\n%s", err, second.Logs())
+	}
+}
+
+// A restarted k3s server whose datastore was on a tmpfs starts on an empty
+// datastore with the certificates it had: the earlier credentials are
+// still accepted, the earlier objects are gone.
+func TestRestartOnEmptyEtcdDirKeepsCredentials(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	opts := TestOptions(t)
+	opts.Dir, opts.Token = t.TempDir(), "restart-token"
+	opts.EtcdDir = filepath.Join(t.TempDir(), "db", "etcd")
+
+	first, err := Start(ctx, opts)
+	if err != nil {
+		t.Fatalf("first Start: %v", err)
+	}
+	t.Cleanup(first.Stop)
+	kc, err := kubernetes.NewForConfig(first.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "gone-with-the-datastore"}}
+	if _, err := kc.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating namespace: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(opts.EtcdDir, "member")); err != nil {
+		t.Fatalf("etcd's data is not in EtcdDir: %v", err)
+	}
+	first.Stop()
+	if err := os.RemoveAll(opts.EtcdDir); err != nil {
+		t.Fatal(err)
+	}
+
+	second, err := Start(ctx, opts)
+	if err != nil {
+		t.Fatalf("second Start on an empty %s: %v", opts.EtcdDir, err)
+	}
+	t.Cleanup(second.Stop)
+	_, err = kc.CoreV1().Namespaces().Get(ctx, ns.Name, metav1.GetOptions{})
+	if !apierrors.IsNotFound(err) {
+		t.Fatalf("namespace after the datastore went: %v, want NotFound from a server that still accepts the first run's CA and token\n%s", err, second.Logs())
 	}
 }

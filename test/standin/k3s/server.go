@@ -21,11 +21,16 @@ import (
 
 const (
 	localKubeconfig = "/etc/rancher/k3s/k3s.yaml"
-	// serverDataDir is k3s's datastore dir: etcd keeps its data in
-	// <dir>/etcd, where k3s's embedded etcd has it, so a lane's
-	// server.datastoreOnTmpfs mount holds the stand-in's etcd as it would
-	// k3s's (certificates and logs of the stand-in sit beside it).
-	serverDataDir = "/var/lib/rancher/k3s/server/db"
+	// serverDir is k3s's server data dir, laid out as k3s lays it out
+	// (k3s-io/k3s pkg/daemons/control/deps/deps.go@09ac65a
+	// CreateRuntimeCertFiles): the CAs and certificates in tls/, the admin
+	// kubeconfig in cred/, the datastore in db/ (embedded etcd in db/etcd).
+	// Only db/ is on a lane's server.datastoreOnTmpfs mount: tls/ and
+	// cred/ are in the image's VOLUME /var/lib/rancher/k3s
+	// (k3s-io/k3s package/Dockerfile@09ffe1b), so a restarted server keeps
+	// its CA and the credentials handed out before, and with its
+	// datastore on a tmpfs starts on an empty one.
+	serverDir = "/var/lib/rancher/k3s/server"
 )
 
 // runServer starts what a k3s server runs (k3s-io/k3s
@@ -74,7 +79,8 @@ func runServer(ctx context.Context, f k3sFlags) error {
 	logf("Running kube-apiserver (stand-in: real kube-apiserver + etcd from %s)", assetsDir())
 	srv, err := apiserver.Start(ctx, apiserver.Options{
 		AssetsDir:      assetsDir(),
-		Dir:            serverDataDir,
+		Dir:            filepath.Join(serverDir, "tls"),
+		EtcdDir:        filepath.Join(serverDir, "db", "etcd"),
 		SANs:           sans,
 		Token:          token,
 		BindAddress:    bind,
@@ -93,7 +99,7 @@ func runServer(ctx context.Context, f k3sFlags) error {
 	}
 	defer srv.Stop()
 
-	localKC := filepath.Join(serverDataDir, "admin.kubeconfig")
+	localKC := filepath.Join(serverDir, "cred", "admin.kubeconfig")
 	if err := writeFile(localKC, srv.Kubeconfig, 0o600); err != nil {
 		return fmt.Errorf("writing kubeconfig: %w", err)
 	}
@@ -101,7 +107,7 @@ func runServer(ctx context.Context, f k3sFlags) error {
 		return err
 	}
 
-	logs := filepath.Join(serverDataDir, "logs")
+	logs := filepath.Join(serverDir, "logs")
 	kcm, err := startProc("kube-controller-manager", filepath.Join(logs, "kube-controller-manager.log"), true, binPath("kube-controller-manager"),
 		controllerManagerArgs(f, localKC, srv, clusterCIDR, serviceCIDR)...)
 	if err != nil {
