@@ -822,10 +822,11 @@ func (n *vfioNode) Open(context.Context, uint32) (fs.FileHandle, uint32, syscall
 	case "vfio":
 		return &containerHandle{}, fuse.FOPEN_DIRECT_IO, 0
 	}
-	if errno := n.k.OpenGroup(n.group); errno != 0 {
+	gen, errno := n.k.OpenGroup(n.group)
+	if errno != 0 {
 		return nil, 0, errno
 	}
-	return &groupHandle{k: n.k, group: n.group}, fuse.FOPEN_DIRECT_IO, 0
+	return &groupHandle{k: n.k, group: n.group, gen: gen}, fuse.FOPEN_DIRECT_IO, 0
 }
 
 // containerHandle is an open fake /dev/vfio/vfio: writes are ignored (as
@@ -868,6 +869,7 @@ func (*containerHandle) Ioctl(_ context.Context, cmd uint32, arg uint64, _, _ []
 type groupHandle struct {
 	k     *Kernel
 	group int
+	gen   int // the group's generation when opened (Kernel.OpenGroup)
 	once  sync.Once
 
 	mu        sync.Mutex
@@ -921,7 +923,7 @@ func (h *groupHandle) Release(context.Context) syscall.Errno {
 		h.mu.Lock()
 		n := h.devices
 		h.mu.Unlock()
-		h.k.CloseGroup(h.group, n)
+		h.k.CloseGroup(h.group, h.gen, n)
 	})
 	return 0
 }

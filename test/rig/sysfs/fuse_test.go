@@ -548,7 +548,21 @@ func TestFuseHeldVFIODeviceBlocksUnbindAndNumVFs(t *testing.T) {
 	if _, err := os.Stat(groupFile); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("group file after unbind with the group open: %v", err)
 	}
+	// Bound again, the device is in a new group, which opens although a
+	// file of the old one still is; the old one's close leaves it open.
+	bindVFIO(vf0)
+	reopened, err := os.Open(groupFile)
+	if err != nil {
+		t.Fatalf("opening group %d anew while a file of the old one is open: %v", g0, err)
+	}
 	opened.Close()
+	if !f.srv.Kernel.GroupOpen(g0) {
+		t.Errorf("group %d not open after the old group's file was closed", g0)
+	}
+	reopened.Close()
+	if err := unbind(); err != nil {
+		t.Fatal(err)
+	}
 
 	expectBlocked := func(what string, write func() error, release func()) {
 		t.Helper()

@@ -78,13 +78,16 @@ type Kernel struct {
 	log *log.Logger
 	net *vfNetdevs
 
-	mu      sync.Mutex
-	fns     map[string]*function
-	groups  map[int]int   // open count of each fake /dev/vfio/<group>
-	devices map[int]int   // device fds held through each group (VFIO_GROUP_GET_DEVICE_FD)
-	changed chan struct{} // closed and replaced when a device is let go or the kernel stops
-	closed  bool
-	vfioMod uint32 // mode bits of the fake /dev/vfio/vfio
+	mu     sync.Mutex
+	fns    map[string]*function
+	groups map[int]int // open count of each fake /dev/vfio/<group>
+	// groupGen counts each group's comings and goings: an open file of a
+	// group that went since does not count against opens of the new one.
+	groupGen map[int]int
+	devices  map[int]int   // device fds held through each group (VFIO_GROUP_GET_DEVICE_FD)
+	changed  chan struct{} // closed and replaced when a device is let go or the kernel stops
+	closed   bool
+	vfioMod  uint32 // mode bits of the fake /dev/vfio/vfio
 
 	// relayEvery is the interval of the "Relaying device request" log
 	// line; 10 s like the kernel, shorter in tests.
@@ -144,8 +147,8 @@ func NewKernel(cfg KernelConfig) (*Kernel, error) {
 	if l == nil {
 		l = log.New(io.Discard, "", 0)
 	}
-	k := &Kernel{cfg: cfg, nic: nic, log: l, fns: map[string]*function{}, groups: map[int]int{}, devices: map[int]int{},
-		changed: make(chan struct{}), vfioMod: 0o600, relayEvery: 10 * time.Second}
+	k := &Kernel{cfg: cfg, nic: nic, log: l, fns: map[string]*function{}, groups: map[int]int{}, groupGen: map[int]int{},
+		devices: map[int]int{}, changed: make(chan struct{}), vfioMod: 0o600, relayEvery: 10 * time.Second}
 	for i, pf := range cfg.PFs {
 		k.fns[PFBDF(i)] = k.newPF(PFBDF(i), pf)
 	}
@@ -556,6 +559,17 @@ func (k *Kernel) releaseLocked(f *function) syscall.Errno {
 	if !f.isPF() {
 		f.NetName, f.MAC = "", ""
 	}
+	if g, err := iommuGroup(f.BDF); err == nil && driver == DriverVFIO && !k.groupExistsLocked(g) {
+		// The group goes with its last vfio-pci device, open or not; a
+		// bind makes a new one, which opens even while a file of the old
+		// one is still open (opened_file is the old group's: torvalds/linux
+		// drivers/vfio/group.c@v6.12 vfio_device_remove_group takes a
+		// group whose last driver went off vfio.group_list, and
+		// vfio_group_find_or_alloc, there and in vfio_main.c@v6.1, makes
+		// a new one for the next device bound).
+		delete(k.groups, g)
+		k.groupGen[g]++
+	}
 	k.saveLocked()
 	k.mu.Unlock()
 	k.log.Printf("%s: unbound from %s", f.BDF, driver)
@@ -653,24 +667,30 @@ func (k *Kernel) StoreAutoprobe(bdf string, buf []byte) syscall.Errno {
 
 // OpenGroup opens the fake /dev/vfio/<group>: ENOENT without a device
 // bound to vfio-pci in it, EBUSY when open already.
-func (k *Kernel) OpenGroup(group int) syscall.Errno {
+// gen is the group's generation, for CloseGroup.
+func (k *Kernel) OpenGroup(group int) (gen int, errno syscall.Errno) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if !k.groupExistsLocked(group) {
-		return syscall.ENOENT
+		return 0, syscall.ENOENT
 	}
 	if k.groups[group] > 0 {
-		return syscall.EBUSY
+		return 0, syscall.EBUSY
 	}
 	k.groups[group]++
-	return 0
+	return k.groupGen[group], 0
 }
 
-// CloseGroup is the release of an OpenGroup; devices is how many device
-// fds that open file held (GetDevice), which are let go with it.
-func (k *Kernel) CloseGroup(group, devices int) {
+// CloseGroup is the release of an OpenGroup of generation gen; devices is
+// how many device fds that open file held (GetDevice), which are let go
+// with it. The release of a group that went since changes nothing: a
+// held device kept it from going.
+func (k *Kernel) CloseGroup(group, gen, devices int) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if gen != k.groupGen[group] {
+		return
+	}
 	if k.groups[group] > 0 {
 		k.groups[group]--
 	}
