@@ -22,8 +22,11 @@ such agent it takes the PFs back (VFs removed, PF home), then moves them into th
 running agent and recreates and binds the VFs as up did, restarts the device plugin on
 that agent (it finds its devices only when it starts), and waits until every agent
 advertises its VFs again. A PF in place whose VFs are not as configured (removed, or
-rebound to another driver) gets the same treatment. It is journalled like up: down works at any point, and a
-repair that failed can be run again. An agent that is stopped must be started first;
+rebound to another driver) gets the same treatment. A cluster that came back empty (its
+server restarted, after a Docker restart say, with the datastore on a tmpfs, the default)
+gets up's own steps again: nodes prepared and labelled, every component and NAD applied,
+the wait, a new baseline for reset; what post-up hooks made is named as lost, not redone.
+It is journalled like up: down works at any point, and a repair that failed can be run again. An agent that is stopped must be started first;
 one that was removed cannot be repaired (run down, then up).`,
 		Example: `  sriov-lane status --name sriov || sriov-lane repair --name sriov
   sriov-lane repair --config lane.yaml -v
@@ -33,8 +36,12 @@ one that was removed cannot be repaired (run down, then up).`,
 			cli, _ := g.docker() // nil: the lane call connects, and says why it cannot, when it needs Docker
 			failed, _, err := lf.eachLane(all, func(l *config.Lane) error {
 				rep, err := lane.Repair(c.Context(), l, lane.RepairOptions{Docker: cli, Out: g.streams.Err, Verbose: g.verbose})
-				if err == nil && len(rep.Repaired) > 0 {
-					fmt.Fprintf(g.streams.Out, "lane %s repaired (%s)\n", l.Name, strings.Join(rep.Repaired, ", "))
+				if err == nil && (len(rep.Repaired) > 0 || rep.ClusterRestored) {
+					what := rep.Repaired
+					if rep.ClusterRestored {
+						what = append(what, "the cluster's objects")
+					}
+					fmt.Fprintf(g.streams.Out, "lane %s repaired (%s)\n", l.Name, strings.Join(what, ", "))
 				}
 				return err
 			})

@@ -66,6 +66,21 @@ func WaitNodesReady(ctx context.Context, cs kubernetes.Interface, names []string
 	return errors.New(strings.TrimRight(b.String(), "\n"))
 }
 
+// WaitNodesRegistered waits until a Node object exists for each of names,
+// Ready or not: what a cluster that came back empty needs before its nodes
+// can be labelled (their kubelets register them again as they restart).
+func WaitNodesRegistered(ctx context.Context, cs kubernetes.Interface, names []string) error {
+	pending := slices.Clone(names)
+	err := watchUntil(ctx, nodesLW(cs), &corev1.Node{}, func(objs []any) (bool, error) {
+		pending = notReady(objs, names, func(o any) (string, bool) { return o.(*corev1.Node).Name, true })
+		return len(pending) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for nodes %s to register: %w; not registered: %s", strings.Join(names, ", "), err, strings.Join(pending, ", "))
+	}
+	return nil
+}
+
 func writeNodeDiagnosis(ctx context.Context, b *strings.Builder, cs kubernetes.Interface, name, extra string) {
 	n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	switch {

@@ -15,6 +15,7 @@ import (
 	"github.com/sriov-lane/sriov-lane/pkg/journal"
 	"github.com/sriov-lane/sriov-lane/pkg/kube"
 	"github.com/sriov-lane/sriov-lane/pkg/provider"
+	"github.com/sriov-lane/sriov-lane/pkg/reset"
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
 )
 
@@ -22,13 +23,17 @@ import (
 type LaneStatus struct {
 	Name string `json:"name"`
 	// Health is "healthy", or "degraded" when a PF is not where up put it
-	// or its VFs are not as configured (Problems say why and what to do).
-	Health   string       `json:"health"`
-	Problems []string     `json:"problems,omitempty"`
-	Pending  int          `json:"pendingJournalEntries"`
-	Nodes    []NodeStatus `json:"nodes"`
-	PFs      []PFStatus   `json:"pfs"`
-	Notes    []string     `json:"notes,omitempty"`
+	// or its VFs are not as configured, or the cluster came back empty
+	// (Problems say why and what to do).
+	Health   string   `json:"health"`
+	Problems []string `json:"problems,omitempty"`
+	// ClusterLost: the cluster came back empty (clusterLostWords), which
+	// repair mends by applying up's objects again.
+	ClusterLost bool         `json:"clusterLost"`
+	Pending     int          `json:"pendingJournalEntries"`
+	Nodes       []NodeStatus `json:"nodes"`
+	PFs         []PFStatus   `json:"pfs"`
+	Notes       []string     `json:"notes,omitempty"`
 }
 
 // NodeStatus is one node container and what the API says of it.
@@ -113,6 +118,14 @@ func Describe(ctx context.Context, l *config.Lane, docker *client.Client) (*Lane
 			}
 		}
 		st.Nodes = append(st.Nodes, ns)
+	}
+	if kc != nil {
+		if b, err := reset.Load(l.Name, l.Dir()); err == nil {
+			if lost, err := reset.Lost(ctx, kc, b); err == nil && lost {
+				st.ClusterLost = true
+				st.Problems = append(st.Problems, fmt.Sprintf("%s: run 'sriov-lane repair --name %s'", clusterLostWords, l.Name))
+			}
+		}
 	}
 	leases, _ := sriov.NewLeaser(l.StateDir).Leases()
 	sys := sriov.Sysfs{Root: l.SysfsRoot}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/docker/docker/client"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/journal"
 	"github.com/sriov-lane/sriov-lane/pkg/provider"
+	"github.com/sriov-lane/sriov-lane/pkg/reset"
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
 )
 
@@ -28,15 +30,20 @@ type RepairOptions struct {
 type RepairReport struct {
 	// Repaired are the agents whose PFs were put back.
 	Repaired []string
+	// ClusterRestored: the cluster had come back empty and up's objects
+	// were applied again.
+	ClusterRestored bool
 }
 
-// Repair puts a degraded lane's PFs back into their agents. An agent that
+// Repair brings a degraded lane back to what up left. An agent that
 // restarted runs in a new netns while its PFs wait in the old, pinned one:
 // for each such agent, repair undoes the agent's share of the journal (its
 // VFs, the moves into the old netns, the pin), then does it again into the
-// running container, as up did, and waits for allocatable. Every change is
-// journalled as in up, so down works at any point of it, and a repair that
-// fails half way can be run again.
+// running container, as up did. A cluster that came back empty (its server
+// restarted with the datastore on a tmpfs) gets up's own steps again, from
+// preparing the nodes to the baseline. Every change is journalled as in
+// up, so down works at any point of it, and a repair that fails half way
+// can be run again.
 func Repair(ctx context.Context, l *config.Lane, opts RepairOptions) (RepairReport, error) {
 	var rep RepairReport
 	if !l.Dir().HasJournal() {
@@ -52,13 +59,23 @@ func Repair(ctx context.Context, l *config.Lane, opts RepairOptions) (RepairRepo
 	if err != nil {
 		return rep, err
 	}
-	if len(repaired) == 0 {
-		c.Log.V(0).Infof("lane %s is healthy: nothing to repair", l.Name)
-		return rep, nil
-	}
 	// One set of clients for the rest of the run, as reset has.
 	if err := c.connect(); err != nil {
 		return rep, fmt.Errorf("lane %s: %w", l.Name, err)
+	}
+	c.Log.Start("check the cluster")
+	lost, err := clusterLost(ctx, c)
+	c.Log.End(err)
+	if err != nil {
+		return rep, err
+	}
+	if lost {
+		rep.ClusterRestored = true
+		return rep, restoreCluster(ctx, c)
+	}
+	if len(repaired) == 0 {
+		c.Log.V(0).Infof("lane %s is healthy: nothing to repair", l.Name)
+		return rep, nil
 	}
 	if err := restartDevicePlugins(ctx, c, repaired); err != nil {
 		return rep, err
@@ -68,6 +85,67 @@ func Repair(ctx context.Context, l *config.Lane, opts RepairOptions) (RepairRepo
 	c.Log.End(err)
 	return rep, err
 }
+
+// clusterLost says whether the lane's cluster came back empty: none of
+// the namespaces up's baseline holds is left under its UID (reset.Lost).
+// A lane without a baseline cannot tell, and is taken as not lost.
+func clusterLost(ctx context.Context, c *Session) (bool, error) {
+	b, err := reset.Load(c.Lane.Name, c.Lane.Dir())
+	if err != nil {
+		c.Log.V(1).Infof("not checked whether the cluster came back empty: %v", err)
+		return false, nil
+	}
+	return reset.Lost(ctx, c.Kube, b)
+}
+
+// restoreCluster runs up's cluster steps again on a cluster that came back
+// empty: its PFs and VFs are already back (repairAgents). The post-up
+// hooks are the user's: what they made is named as lost, not redone.
+func restoreCluster(ctx context.Context, c *Session) error {
+	c.Log.V(0).Infof("lane %s: %s; applying up's objects again", c.Lane.Name, clusterLostWords)
+	var steps []Step
+	for _, s := range UpSteps() {
+		switch s.Name {
+		case "prepare nodes":
+			steps = append(steps, s, Step{"wait for nodes to register", stepWaitRegistered})
+		case "label nodes", "deploy components", "wait for VFs", "record baseline":
+			steps = append(steps, s)
+		}
+	}
+	for _, s := range steps {
+		c.Log.Start(s.Name)
+		err := s.Run(ctx, c)
+		c.Log.End(err)
+		if err != nil {
+			return fmt.Errorf("repairing lane %s: %s: %w", c.Lane.Name, s.Name, err)
+		}
+	}
+	for _, h := range c.Lane.Hooks.PostUp {
+		c.Log.V(0).Infof("lost with the cluster, not run again: what post-up hook %q made; run it yourself if the lane needs it", strings.Join(h, " "))
+	}
+	return nil
+}
+
+// stepWaitRegistered waits, within the lane's wait timeout, for every node
+// of the cluster (c.Agents and the server: prepare nodes listed them) to
+// have registered with the restarted server.
+func stepWaitRegistered(ctx context.Context, c *Session) error {
+	nodes, err := c.Provider.Nodes(ctx, c.Lane.ClusterName())
+	if err != nil {
+		return err
+	}
+	var names []string
+	for _, n := range nodes {
+		names = append(names, n.Name)
+	}
+	wctx, cancel := context.WithTimeout(ctx, c.Lane.WaitTimeout.Duration)
+	defer cancel()
+	return cni.WaitNodesRegistered(wctx, c.Kube.Typed, names)
+}
+
+// clusterLostWords say what a cluster that came back empty lost.
+const clusterLostWords = "the cluster came back empty (its server restarted with the datastore on a tmpfs, server.datastoreOnTmpfs): " +
+	"Multus, the CNI, the device plugin, the NADs, the node labels and what the post-up hooks made are gone"
 
 // restartDevicePlugins restarts the device plugin on each repaired agent:
 // one that started with the agent, before its VFs were back, advertises
@@ -118,9 +196,11 @@ func repairAgents(ctx context.Context, c *Session) ([]string, map[string]int64, 
 		if err != nil {
 			return repaired, want, fmt.Errorf("repairing lane %s: %w", l.Name, err)
 		}
-		// Up's own steps, narrowed to this agent and its PFs.
+		// Up's own steps, narrowed to this agent and its PFs. A restarted
+		// container has lost what preparing it did (its / shared).
 		c.Agents, c.Leased = []provider.Node{b.agent}, b.pfs
-		for _, s := range []Step{{"move PFs into " + b.agent.Name, stepMovePFs}, {"create VFs and bind drivers", stepVFs}} {
+		prepare := func(ctx context.Context, c *Session) error { return c.Provider.Prepare(ctx, b.agent) }
+		for _, s := range []Step{{"prepare " + b.agent.Name, prepare}, {"move PFs into " + b.agent.Name, stepMovePFs}, {"create VFs and bind drivers", stepVFs}} {
 			progress.Start(s.Name)
 			err := s.Run(ctx, c)
 			progress.End(err)

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -121,4 +123,30 @@ func Load(lane string, dir statedir.LaneDir) (*Baseline, error) {
 			lane, dir.Baseline(), b.Version, baselineVersion, lane)
 	}
 	return &b, nil
+}
+
+// Lost says whether the cluster is no longer the one b was recorded on: no
+// namespace of b is left under its UID. A k3s server restarted with its
+// datastore on a tmpfs (server.datastoreOnTmpfs) starts on an empty one
+// and makes default, kube-system and the others again, under new UIDs:
+// everything up applied is gone, and the baseline with it. A namespace
+// that a job deleted and made again does not make a cluster lost, since
+// kube-system and kube-public stay.
+func Lost(ctx context.Context, kc *kube.Clients, b *Baseline) (bool, error) {
+	if len(b.Namespaces) == 0 {
+		return false, nil
+	}
+	for _, ref := range b.Namespaces {
+		ns, err := kc.Typed.CoreV1().Namespaces().Get(ctx, ref.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return false, fmt.Errorf("reading namespace %s: %w", ref.Name, err)
+		}
+		if ns.UID == ref.UID {
+			return false, nil
+		}
+	}
+	return true, nil
 }

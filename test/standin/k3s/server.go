@@ -24,7 +24,9 @@ const (
 	// serverDir is k3s's server data dir, laid out as k3s lays it out
 	// (k3s-io/k3s pkg/daemons/control/deps/deps.go@09ac65a
 	// CreateRuntimeCertFiles): the CAs and certificates in tls/, the admin
-	// kubeconfig in cred/, the datastore in db/ (embedded etcd in db/etcd).
+	// kubeconfig in cred/, the datastore in db/ (embedded etcd in db/etcd);
+	// a CA whose files exist is kept at start (createSigningCertKey, same
+	// file).
 	// Only db/ is on a lane's server.datastoreOnTmpfs mount: tls/ and
 	// cred/ are in the image's VOLUME /var/lib/rancher/k3s
 	// (k3s-io/k3s package/Dockerfile@09ffe1b), so a restarted server keeps
