@@ -42,7 +42,7 @@ func StartAgent(t testing.TB, name string) *Agent {
 	t.Cleanup(a.Stop)
 	// The child is in its netns from its first instruction (clone(2)).
 	self, _ := os.Readlink("/proc/self/ns/net")
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(WaitBound)
 	for {
 		ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", a.PID))
 		if err == nil && ns != self {

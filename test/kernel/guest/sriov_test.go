@@ -307,7 +307,7 @@ func TestOriginalVFsComeBack(t *testing.T) {
 // driver's deferred registration).
 func vfNetdevs(t *testing.T, pf string) []string {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(guest.WaitBound)
 	for {
 		var names []string
 		for _, vf := range sys.ListVFs(pf) {
@@ -328,7 +328,7 @@ func vfNetdevs(t *testing.T, pf string) []string {
 // but its netdev may lag.
 func waitVFDrivers(t *testing.T, pf string, n int) []sriov.VF {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(guest.WaitBound)
 	for {
 		vfs := sys.ListVFs(pf)
 		ok := len(vfs) == n

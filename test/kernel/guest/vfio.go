@@ -71,8 +71,8 @@ func StartHolder(t testing.TB, group, bdf string, mode HoldMode) *Holder {
 			t.Fatalf("holder of %s (group %s, %s): %q", bdf, group, mode, s)
 		}
 		h.DeviceFD, _ = strconv.Atoi(fd)
-	case <-time.After(10 * time.Second):
-		t.Fatalf("holder of %s (group %s, %s) not ready in 10s", bdf, group, mode)
+	case <-time.After(WaitBound):
+		t.Fatalf("holder of %s (group %s, %s) not ready in %s", bdf, group, mode, WaitBound)
 	}
 	return h
 }
