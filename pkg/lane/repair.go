@@ -127,16 +127,11 @@ func restoreCluster(ctx context.Context, c *Session) error {
 }
 
 // stepWaitRegistered waits, within the lane's wait timeout, for every node
-// of the cluster (c.Agents and the server: prepare nodes listed them) to
-// have registered with the restarted server.
+// of the cluster to have registered with the restarted server.
 func stepWaitRegistered(ctx context.Context, c *Session) error {
-	nodes, err := c.Provider.Nodes(ctx, c.Lane.ClusterName())
+	names, err := c.nodeNames(ctx)
 	if err != nil {
 		return err
-	}
-	var names []string
-	for _, n := range nodes {
-		names = append(names, n.Name)
 	}
 	wctx, cancel := context.WithTimeout(ctx, c.Lane.WaitTimeout.Duration)
 	defer cancel()

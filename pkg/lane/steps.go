@@ -320,15 +320,25 @@ func pullHint(l *config.Lane) string {
 		"the images 'sriov-lane plan' lists, or import the images from this host's Docker with '%s'", l.ImageRegistryMirror, load)
 }
 
-// waitLane is stepWait's wait proper, bounded by ctx.
-func waitLane(ctx context.Context, c *Session) error {
+// nodeNames are the names of the cluster's node containers, as Docker
+// lists them now: the names their Nodes take.
+func (c *Session) nodeNames(ctx context.Context) ([]string, error) {
 	nodes, err := c.Provider.Nodes(ctx, c.Lane.ClusterName())
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var names []string
 	for _, n := range nodes {
 		names = append(names, n.Name)
+	}
+	return names, nil
+}
+
+// waitLane is stepWait's wait proper, bounded by ctx.
+func waitLane(ctx context.Context, c *Session) error {
+	names, err := c.nodeNames(ctx)
+	if err != nil {
+		return err
 	}
 	if err := cni.WaitNodesReady(ctx, c.Kube.Typed, names); err != nil {
 		return err
