@@ -15,7 +15,6 @@ import (
 	"github.com/sriov-lane/sriov-lane/pkg/journal"
 	"github.com/sriov-lane/sriov-lane/pkg/kube"
 	"github.com/sriov-lane/sriov-lane/pkg/provider"
-	"github.com/sriov-lane/sriov-lane/pkg/reset"
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
 )
 
@@ -120,11 +119,9 @@ func Describe(ctx context.Context, l *config.Lane, docker *client.Client) (*Lane
 		st.Nodes = append(st.Nodes, ns)
 	}
 	if kc != nil {
-		if b, err := reset.Load(l.Name, l.Dir()); err == nil {
-			if lost, err := reset.Lost(ctx, kc, b); err == nil && lost {
-				st.ClusterLost = true
-				st.Problems = append(st.Problems, fmt.Sprintf("%s: run 'sriov-lane repair --name %s'", clusterLostWords, l.Name))
-			}
+		if lost, err := clusterLost(ctx, l, kc); err == nil && lost {
+			st.ClusterLost = true
+			st.Problems = append(st.Problems, fmt.Sprintf("%s: run 'sriov-lane repair --name %s'", clusterLostWords, l.Name))
 		}
 	}
 	leases, _ := sriov.NewLeaser(l.StateDir).Leases()

@@ -11,6 +11,7 @@ import (
 	"github.com/sriov-lane/sriov-lane/pkg/cni"
 	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/journal"
+	"github.com/sriov-lane/sriov-lane/pkg/kube"
 	"github.com/sriov-lane/sriov-lane/pkg/provider"
 	"github.com/sriov-lane/sriov-lane/pkg/reset"
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
@@ -64,7 +65,7 @@ func Repair(ctx context.Context, l *config.Lane, opts RepairOptions) (RepairRepo
 		return rep, fmt.Errorf("lane %s: %w", l.Name, err)
 	}
 	c.Log.Start("check the cluster")
-	lost, err := clusterLost(ctx, c)
+	lost, err := clusterLost(ctx, c.Lane, c.Kube)
 	c.Log.End(err)
 	if err != nil {
 		return rep, err
@@ -86,16 +87,16 @@ func Repair(ctx context.Context, l *config.Lane, opts RepairOptions) (RepairRepo
 	return rep, err
 }
 
-// clusterLost says whether the lane's cluster came back empty: none of
-// the namespaces up's baseline holds is left under its UID (reset.Lost).
-// A lane without a baseline cannot tell, and is taken as not lost.
-func clusterLost(ctx context.Context, c *Session) (bool, error) {
-	b, err := reset.Load(c.Lane.Name, c.Lane.Dir())
+// clusterLost says whether l's cluster came back empty: none of the
+// namespaces up's baseline holds is left under its UID (reset.Lost). A
+// lane without a readable baseline cannot tell, and is taken as not lost.
+// status and repair both ask it.
+func clusterLost(ctx context.Context, l *config.Lane, kc *kube.Clients) (bool, error) {
+	b, err := reset.Load(l.Name, l.Dir())
 	if err != nil {
-		c.Log.V(1).Infof("not checked whether the cluster came back empty: %v", err)
 		return false, nil
 	}
-	return reset.Lost(ctx, c.Kube, b)
+	return reset.Lost(ctx, kc, b)
 }
 
 // restoreCluster runs up's cluster steps again on a cluster that came back
