@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -26,61 +25,53 @@ import (
 // repair, test/apiserver and test/standin/k3drig a server restart that
 // keeps its data.
 func TestEveryNodeRestartedLaneRepaired(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		tmpfs bool
-	}{{"datastore on tmpfs", true}} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel() // own rig, lane names and API port (see TestMain)
-			requireRig(t)
-			s := testutil.TakeSlot(t)
-			r := rig.NewForTest(t, 2, s.RigPrefix())
-			l := newLane(t, r, s, 0)
-			l.cfg.Server.DatastoreOnTmpfs = &tc.tmpfs
-			writeLane(t, l)
-			l.up(t)
-			t.Cleanup(func() { l.down(t) })
-			cli := docker(t)
-			for _, n := range []string{"server-0", "agent-0", "agent-1"} {
-				if err := cli.ContainerRestart(t.Context(), "k3d-"+l.cfg.Name+"-"+n, container.StopOptions{}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			// Until the restarted server answers, status cannot tell
-			// whether the cluster kept its objects.
-			var res result
-			lost := fmt.Sprintf(`"clusterLost": %t`, tc.tmpfs)
-			for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(2 * time.Second) {
-				res = run(t, nil, "status", "--config", l.path, "-o", "json")
-				if strings.Contains(res.output, `"ready": "`) || time.Now().After(deadline) {
-					break
-				}
-			}
-			if res.code != 1 || !strings.Contains(res.output, `"health": "degraded"`) || !strings.Contains(res.output, lost) ||
-				strings.Contains(res.output, "came back empty") != tc.tmpfs ||
-				!strings.Contains(res.output, "agent-0 restarted into a new network namespace") || !strings.Contains(res.output, "agent-1 restarted into a new network namespace") {
-				t.Fatalf("status after every node restarted: exit %d, want 1 with %s\n%s", res.code, lost, res.output)
-			}
-			res = run(t, nil, "repair", "--config", l.path)
-			restored := strings.Contains(res.output, "the cluster's objects") && strings.Contains(res.output, "✓ deploy components (") &&
-				strings.Contains(res.output, "✓ record baseline (")
-			if res.code != 0 || restored != tc.tmpfs || !strings.Contains(res.output, "wait for VFs") {
-				t.Fatalf("repair: exit %d, cluster's objects applied again %t, want %t\n%s", res.code, restored, tc.tmpfs, res.output)
-			}
-			res = run(t, nil, "status", "--config", l.path)
-			if res.code != 0 || !strings.Contains(res.output, "healthy") || strings.Count(res.output, "kubevirt.io/sriov_net=6") != 2 {
-				t.Fatalf("status after repair: exit %d\n%s", res.code, res.output)
-			}
-			if res := run(t, nil, "verify", "--config", l.path); res.code != 0 {
-				t.Fatalf("verify after repair: exit %d", res.code)
-			}
-			if res := run(t, nil, "repair", "--config", l.path); res.code != 0 || !strings.Contains(res.output, "nothing to repair") {
-				t.Fatalf("second repair: exit %d\n%s", res.code, res.output)
-			}
-			if res := l.down(t); res.code != 0 {
-				t.Fatal("down after repair failed")
-			}
-			assertLaneGone(t, r, l, r.State.PFs)
-		})
+	t.Parallel() // own rig, lane names and API port (see TestMain)
+	requireRig(t)
+	s := testutil.TakeSlot(t)
+	r := rig.NewForTest(t, 2, s.RigPrefix())
+	l := newLane(t, r, s, 0)
+	if !l.cfg.DatastoreOnTmpfs() {
+		t.Fatal("the rig's lane keeps its datastore on disk: this test is of the default, a tmpfs")
 	}
+	l.up(t)
+	t.Cleanup(func() { l.down(t) })
+	cli := docker(t)
+	for _, n := range []string{"server-0", "agent-0", "agent-1"} {
+		if err := cli.ContainerRestart(t.Context(), "k3d-"+l.cfg.Name+"-"+n, container.StopOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Until the restarted server answers, status cannot tell whether the
+	// cluster kept its objects.
+	var res result
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(2 * time.Second) {
+		res = run(t, nil, "status", "--config", l.path, "-o", "json")
+		if strings.Contains(res.output, `"ready": "`) || time.Now().After(deadline) {
+			break
+		}
+	}
+	if res.code != 1 || !strings.Contains(res.output, `"health": "degraded"`) || !strings.Contains(res.output, `"clusterLost": true`) ||
+		!strings.Contains(res.output, "came back empty") ||
+		!strings.Contains(res.output, "agent-0 restarted into a new network namespace") || !strings.Contains(res.output, "agent-1 restarted into a new network namespace") {
+		t.Fatalf("status after every node restarted: exit %d, want 1 with the cluster lost\n%s", res.code, res.output)
+	}
+	res = run(t, nil, "repair", "--config", l.path)
+	if res.code != 0 || !strings.Contains(res.output, "the cluster's objects") || !strings.Contains(res.output, "✓ deploy components (") ||
+		!strings.Contains(res.output, "✓ record baseline (") || !strings.Contains(res.output, "wait for VFs") {
+		t.Fatalf("repair: exit %d, want up's objects applied again\n%s", res.code, res.output)
+	}
+	res = run(t, nil, "status", "--config", l.path)
+	if res.code != 0 || !strings.Contains(res.output, "healthy") || strings.Count(res.output, "kubevirt.io/sriov_net=6") != 2 {
+		t.Fatalf("status after repair: exit %d\n%s", res.code, res.output)
+	}
+	if res := run(t, nil, "verify", "--config", l.path); res.code != 0 {
+		t.Fatalf("verify after repair: exit %d", res.code)
+	}
+	if res := run(t, nil, "repair", "--config", l.path); res.code != 0 || !strings.Contains(res.output, "nothing to repair") {
+		t.Fatalf("second repair: exit %d\n%s", res.code, res.output)
+	}
+	if res := l.down(t); res.code != 0 {
+		t.Fatal("down after repair failed")
+	}
+	assertLaneGone(t, r, l, r.State.PFs)
 }
