@@ -33,7 +33,10 @@ type MoveRecord struct {
 	Name    string  `json:"name"`
 	MovedAs string  `json:"movedAs"`
 	Origin  NetnsID `json:"origin"`
-	MTU     int     `json:"mtu"`
+	// Boot is the boot Origin was identified in (readBootID); journals
+	// written before it was recorded lack it.
+	Boot string `json:"boot,omitempty"`
+	MTU  int    `json:"mtu"`
 	// LinkType tells a physical device (returns to init when its netns
 	// dies) from a veth stand-in (destroyed with it).
 	LinkType   string     `json:"linkType,omitempty"`
@@ -55,6 +58,7 @@ type RenameRecord struct {
 	From   string  `json:"from"`
 	To     string  `json:"to"`
 	Origin NetnsID `json:"origin"`
+	Boot   string  `json:"boot,omitempty"` // as MoveRecord's
 	// AdminUp is the state before the rename took the link down.
 	AdminUp bool `json:"adminUp"`
 }
@@ -110,14 +114,15 @@ func (s *Session) moveLink(ctx context.Context, function, pci, mac string, t Net
 		return "", fmt.Errorf("no link with MAC %s in the current netns", mac)
 	}
 	a := link.Attrs()
-	rec := MoveRecord{Function: function, PCI: pci, MAC: mac, Name: a.Name, MovedAs: a.Name, Origin: oid,
+	boot := readBootID()
+	rec := MoveRecord{Function: function, PCI: pci, MAC: mac, Name: a.Name, MovedAs: a.Name, Origin: oid, Boot: boot,
 		MTU: a.MTU, AdminUp: a.Flags&net.FlagUp != 0, Target: t.Spec(), TargetDesc: t.String(), LinkType: link.Type(), PF: pf}
 	if _, err := th.LinkByName(a.Name); err == nil {
 		rec.MovedAs = CollisionName(pci)
 		if _, err := th.LinkByName(rec.MovedAs); err == nil {
 			return "", fmt.Errorf("both %s and %s are taken in %s", a.Name, rec.MovedAs, t)
 		}
-		if err := s.rename(oh, link, RenameRecord{PCI: pci, MAC: mac, From: a.Name, To: rec.MovedAs, Origin: oid, AdminUp: rec.AdminUp}); err != nil {
+		if err := s.rename(oh, link, RenameRecord{PCI: pci, MAC: mac, From: a.Name, To: rec.MovedAs, Origin: oid, Boot: boot, AdminUp: rec.AdminUp}); err != nil {
 			return "", err
 		}
 		s.warnf("%s %s (%s) renamed %s: %s already has a link named %s", function, a.Name, pci, rec.MovedAs, t, a.Name)
@@ -164,7 +169,7 @@ func (s *Session) rename(oh *netlink.Handle, link netlink.Link, rec RenameRecord
 // undoRename gives the link its name back if it is in the current netns
 // under the collision name. Elsewhere, the move's undo restores the name.
 func (d Restorer) undoRename(rec RenameRecord) (string, error) {
-	cur, oh, err := d.originHandle(rec.Origin)
+	cur, oh, _, err := d.originHandle(rec.Origin, rec.Boot)
 	if err != nil {
 		return "", err
 	}
@@ -193,35 +198,46 @@ func (d Restorer) undoRename(rec RenameRecord) (string, error) {
 
 // originHandle opens the current netns after checking it is the one the
 // record was made in (unless forced): returning a PF anywhere else is how
-// NICs get lost when `down` runs from another pod or netns.
-func (d Restorer) originHandle(origin NetnsID) (netns.NsHandle, *netlink.Handle, error) {
+// NICs get lost when `down` runs from another pod or netns. A record made
+// in an earlier boot (boot, when recorded, is not this one) names a netns
+// that no longer exists: after a reboot a PF is back in the host's netns,
+// so the current one is taken, and rebooted says so.
+func (d Restorer) originHandle(origin NetnsID, boot string) (cur netns.NsHandle, h *netlink.Handle, rebooted bool, err error) {
 	cur, cid, err := currentNetns()
 	if err != nil {
-		return -1, nil, err
+		return -1, nil, false, err
 	}
-	if cid != origin && !d.Force {
+	now := d.BootID
+	if now == "" {
+		now = readBootID()
+	}
+	rebooted = boot != "" && now != "" && boot != now
+	if cid != origin && !d.Force && !rebooted {
 		cur.Close()
-		return -1, nil, fmt.Errorf("running in %s but the PF was taken from %s: run from the original network namespace, or force to return it here", cid, origin)
+		return -1, nil, false, fmt.Errorf("running in %s but the PF was taken from %s: run from the original network namespace, or force to return it here", cid, origin)
 	}
-	h, err := routeHandleAt(cur)
+	h, err = routeHandleAt(cur)
 	if err != nil {
 		cur.Close()
-		return -1, nil, fmt.Errorf("netlink in current netns: %w", err)
+		return -1, nil, false, fmt.Errorf("netlink in current netns: %w", err)
 	}
-	return cur, h, nil
+	return cur, h, rebooted, nil
 }
 
 // returnLink brings a moved link back into the current netns and restores
 // its name, MTU and admin state. It is idempotent and never fails because
 // the link has vanished: that is reported in the note.
 func (d Restorer) returnLink(ctx context.Context, rec MoveRecord) (string, error) {
-	cur, oh, err := d.originHandle(rec.Origin)
+	cur, oh, rebooted, err := d.originHandle(rec.Origin, rec.Boot)
 	if err != nil {
 		return "", fmt.Errorf("returning %s: %w", rec.label(), err)
 	}
 	defer cur.Close()
 	defer oh.Close()
 	var notes []string
+	if rebooted {
+		notes = append(notes, fmt.Sprintf("the host rebooted since %s was moved: returned to this netns", rec.label()))
+	}
 	l, err := linkByMAC(oh, rec.MAC)
 	if err != nil {
 		return "", err

@@ -1,6 +1,7 @@
 package sriov_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -198,4 +199,73 @@ func TestStopBetweenRenameAndMoveRestoresAdminState(t *testing.T) {
 	if got := findByMAC(t, "", pfs[0].MAC); got.Name != pfs[0].Name || !got.Up {
 		t.Fatalf("PF back as %+v, want %s and up", got, pfs[0].Name)
 	}
+}
+
+// TestMoveOfAnEarlierBootReturnsHere: a netns is named by its nsfs inode,
+// which means nothing once the host has rebooted. A move recorded in
+// another boot returns its PF to the current netns (with a note) even
+// though the recorded origin is not this one; a move of this boot (or of
+// a journal that recorded no boot) still refuses to return it elsewhere.
+func TestMoveOfAnEarlierBootReturnsHere(t *testing.T) {
+	r := slotRig(t, 1)
+	target := targetNetns(t, r, "boot")
+	pfs := discover(t, r)
+	j := openJournal(t)
+	s := newSession(t, r, j)
+	if _, err := s.MovePF(testCtx(t), pfs[0], target); err != nil {
+		t.Fatal(err)
+	}
+	var move journal.Entry
+	for _, e := range j.Entries() {
+		if e.Op == sriov.OpMove {
+			move = e
+		}
+	}
+	var rec sriov.MoveRecord
+	if err := move.Decode(&rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Boot == "" {
+		t.Fatal("the move recorded no boot ID")
+	}
+	// The origin as another boot would have numbered it.
+	rec.Origin = sriov.NetnsID{Dev: rec.Origin.Dev, Ino: rec.Origin.Ino + 1}
+	undo := sriov.Undoers(sriov.Restorer{Sysfs: s.Sysfs, BootID: rec.Boot})[sriov.OpMove]
+	for _, boot := range []string{rec.Boot, ""} {
+		e := withRecord(t, move, withBoot(rec, boot))
+		if _, err := undo(testCtx(t), &e); err == nil || !strings.Contains(err.Error(), "was taken from") {
+			t.Fatalf("move of boot %q returned to another netns: err %v", boot, err)
+		}
+		if !findByMAC(t, string(target), pfs[0].MAC).Found {
+			t.Fatalf("refused return (boot %q) moved the PF anyway", boot)
+		}
+	}
+	e := withRecord(t, move, withBoot(rec, "an-earlier-boot"))
+	note, err := undo(testCtx(t), &e)
+	if err != nil {
+		t.Fatalf("move of an earlier boot: %v", err)
+	}
+	if !strings.Contains(note, "rebooted") {
+		t.Errorf("note %q does not say the host rebooted", note)
+	}
+	if got := findByMAC(t, "", pfs[0].MAC); !got.Found || got.Name != pfs[0].Name {
+		t.Fatalf("%s after return: %+v", pfs[0], got)
+	}
+	// The journal's own entry still holds this boot's origin: done.
+	reverse(t, j, s.Restorer())
+}
+
+func withBoot(rec sriov.MoveRecord, boot string) sriov.MoveRecord {
+	rec.Boot = boot
+	return rec
+}
+
+func withRecord(t *testing.T, e journal.Entry, rec any) journal.Entry {
+	t.Helper()
+	b, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Data = b
+	return e
 }

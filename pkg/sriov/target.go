@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -113,6 +114,24 @@ type NetnsID struct {
 }
 
 func (n NetnsID) String() string { return fmt.Sprintf("netns %d:%d", n.Dev, n.Ino) }
+
+// bootIDFile names the running boot: a UUID the kernel makes once and keeps
+// until the next boot (torvalds/linux Documentation/admin-guide/sysctl/kernel.rst,
+// section "random", boot_id: "generated the first time this is retrieved,
+// and unvarying after that"; read at commit 0b227076, which added it). A
+// NetnsID means nothing in another boot: nsfs numbers namespaces as it
+// makes them, and the netns a PF was taken from ended with its boot.
+const bootIDFile = "/proc/sys/kernel/random/boot_id"
+
+// readBootID returns the running boot's ID, or "" when the kernel does not
+// say (then no record counts as made in an earlier boot).
+func readBootID() string {
+	b, err := os.ReadFile(bootIDFile)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
 
 func netnsID(h netns.NsHandle) (NetnsID, error) {
 	var st unix.Stat_t

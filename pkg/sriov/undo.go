@@ -30,6 +30,9 @@ type Restorer struct {
 	HolderWait time.Duration
 	// ProcRoot is where the holders are looked for ("" is /proc).
 	ProcRoot string
+	// BootID is the running boot's ID ("" reads the kernel's): records
+	// made in another boot return PFs to the current netns.
+	BootID string
 }
 
 // Undoers reverses every operation this package journals. Each undo is
