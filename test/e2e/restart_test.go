@@ -1,11 +1,16 @@
 package e2e
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 
 	"github.com/sriov-lane/sriov-lane/test/rig"
 	"github.com/sriov-lane/sriov-lane/test/testutil"
@@ -17,8 +22,9 @@ import (
 // datastore on a tmpfs (the default), on an empty datastore. status says
 // what was lost, in words and JSON, and exits 1; repair moves the PFs back
 // and, when the cluster came back empty, applies up's objects again and
-// records a new baseline; status is healthy, verify passes, and down
-// brings the stand-ins home. With the datastore on disk the cluster keeps
+// records a new baseline; status is healthy, verify passes. Then the host
+// "reboots" (rebootHost): status names down for each PF, and down brings
+// the stand-ins home. With the datastore on disk the cluster keeps
 // its objects and only the PFs and VFs need repair: that case is not run
 // here, to keep make test's e2e lanes within its time (each is ~1.5 min
 // of the 2 cores); TestRestartedAgentDegradedThenRepaired has the PF-only
@@ -70,8 +76,101 @@ func TestEveryNodeRestartedLaneRepaired(t *testing.T) {
 	if res := run(t, nil, "repair", "--config", l.path); res.code != 0 || !strings.Contains(res.output, "nothing to repair") {
 		t.Fatalf("second repair: exit %d\n%s", res.code, res.output)
 	}
+	// A host reboot then: the pins and the VFs are gone, the PFs are back
+	// in the host's netns under their names, the nodes start again.
+	nodes := []string{"server-0", "agent-0", "agent-1"}
+	rebootHost(t, r, l, nodes)
+	res = run(t, nil, "status", "--config", l.path)
+	if res.code != 1 || strings.Count(res.output, "nor in its pinned netns: run 'sriov-lane down") != 2 {
+		t.Fatalf("status after a reboot: exit %d, want 1 naming down for both agents\n%s", res.code, res.output)
+	}
 	if res := l.down(t); res.code != 0 {
-		t.Fatal("down after repair failed")
+		t.Fatal("down after a reboot failed")
 	}
 	assertLaneGone(t, r, l, r.State.PFs)
+}
+
+// rebootHost does to the lane what a host reboot does: the node containers
+// stop, every PF returns to the host's netns (a physical device is never
+// destroyed with its netns; at boot its driver makes it there, under the
+// name udev gives it, its original one), the VFs are gone (sriov_numvfs 0,
+// autoprobe back on), the pins under the lane dir are no longer mounts
+// (their files stay on disk), and dockerd starts the nodes again (restart
+// policy unless-stopped).
+func rebootHost(t *testing.T, r *rig.Rig, l *lane, nodes []string) {
+	t.Helper()
+	cli := docker(t)
+	for _, n := range nodes {
+		if err := cli.ContainerStop(t.Context(), "k3d-"+l.cfg.Name+"-"+n, container.StopOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	host, err := netns.Get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer host.Close()
+	pins, err := filepath.Glob(l.cfg.Dir().Pin("*"))
+	if err != nil || len(pins) == 0 {
+		t.Fatalf("no pins under the lane dir (%v)", err)
+	}
+	for _, pin := range pins {
+		returnPFsFrom(t, pin, host, r.State.PFs)
+		if err := unix.Unmount(pin, unix.MNT_DETACH); err != nil {
+			t.Fatalf("unmounting pin %s: %v", pin, err)
+		}
+	}
+	for _, pf := range r.State.PFs {
+		dev := filepath.Join(r.State.SysfsRoot, "bus/pci/devices", pf.BDF)
+		for attr, v := range map[string]string{"sriov_numvfs": "0", "sriov_drivers_autoprobe": "1"} {
+			if err := os.WriteFile(filepath.Join(dev, attr), []byte(v), 0); err != nil {
+				t.Fatalf("PF %s: writing %s: %v", pf.Name, attr, err)
+			}
+		}
+	}
+	for _, n := range nodes {
+		if err := cli.ContainerStart(t.Context(), "k3d-"+l.cfg.Name+"-"+n, container.StartOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// returnPFsFrom moves each of pfs found in the netns pinned at pin into
+// host, down and under its original name.
+func returnPFsFrom(t *testing.T, pin string, host netns.NsHandle, pfs []rig.PFInfo) {
+	t.Helper()
+	ns, err := netns.GetFromPath(pin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	links, err := h.LinkList()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, link := range links {
+		for _, pf := range pfs {
+			if !strings.EqualFold(link.Attrs().HardwareAddr.String(), pf.MAC) {
+				continue
+			}
+			if err := h.LinkSetDown(link); err != nil {
+				t.Fatal(err)
+			}
+			if err := h.LinkSetNsFd(link, int(host)); err != nil {
+				t.Fatalf("moving PF %s out of %s: %v", pf.Name, pin, err)
+			}
+			back, err := netlink.LinkByName(link.Attrs().Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := netlink.LinkSetName(back, pf.Name); err != nil {
+				t.Fatalf("renaming %s to %s: %v", link.Attrs().Name, pf.Name, err)
+			}
+		}
+	}
 }
