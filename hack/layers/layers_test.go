@@ -169,3 +169,42 @@ func TestCodeMapParsesFloors(t *testing.T) {
 		t.Error("rows without a floor must not be layered")
 	}
 }
+
+// TestEveryTestPackageMapped: the test packages have no floors, but a
+// newcomer looks for them in the same table, so each directory under
+// test/ must be a row's path or lie under one.
+func TestEveryTestPackageMapped(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile(`^\|[^|]*\|\s*` + "`([^`]+)`")
+	var rows []string
+	in := false
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "## ") {
+			in = line == "## Where things are"
+			continue
+		}
+		if m := row.FindStringSubmatch(line); in && m != nil {
+			rows = append(rows, strings.TrimSuffix(m[1], "/"))
+		}
+	}
+	dirs, err := os.ReadDir(filepath.Join(root, "test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range dirs {
+		if !d.IsDir() {
+			continue
+		}
+		dir := "test/" + d.Name()
+		mapped := false
+		for _, r := range rows {
+			mapped = mapped || dir == r || strings.HasPrefix(dir, r+"/")
+		}
+		if !mapped {
+			t.Errorf("%s has no row in README.md's \"Where things are\" table", dir)
+		}
+	}
+}

@@ -64,7 +64,7 @@ rule gives) or pulling them into the host's Docker for 'sriov-lane load --plan-i
 			}
 			if imagesOnly {
 				for _, n := range imageNotes {
-					fmt.Fprintf(g.streams.Err, "plan: %s\n", n)
+					g.log().Warnf("plan: %s", n)
 				}
 				for _, img := range images {
 					fmt.Fprintln(g.streams.Out, img.Upstream)
@@ -152,7 +152,7 @@ func plannedPFNames(c *cobra.Command, l *config.Lane, g *globals) []string {
 		if err != nil {
 			why = err.Error()
 		}
-		fmt.Fprintf(g.streams.Err, "plan: no PFs to select on this host (%s); showing placeholder PF names\n", why)
+		g.log().Warnf("plan: no PFs to select on this host (%s); showing placeholder PF names", why)
 		names = nil
 		for i := 0; i < need; i++ {
 			names = append(names, fmt.Sprintf("PF%d", i))

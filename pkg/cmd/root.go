@@ -111,7 +111,7 @@ func newRoot(streams IOStreams) (*cobra.Command, *globals) {
 	root := &cobra.Command{
 		Use:   "sriov-lane",
 		Short: "Local Kubernetes test lanes with real SR-IOV NICs",
-		Long: `sriov-lane brings up a k3d cluster (1 k3s server, N agents), binds SR-IOV physical
+		Long: `sriov-lane brings up a k3d cluster (1 k3s server, N agents), moves SR-IOV physical
 functions from this host into the agents, creates VFs, deploys Multus, sriov-cni, the
 SR-IOV device plugin and a CNI, and waits until every agent advertises its VFs.
 'sriov-lane down' gives every PF back to the network namespace it came from.

@@ -16,7 +16,8 @@ const (
 	targetOverhead = 1500 * time.Millisecond
 	targetDown     = 2 * time.Second
 	targetPFBack   = 100 * time.Millisecond
-	// Issue 12: reset under this fraction of up.
+	// reset must cost a small part of up, or a job would rather make a
+	// new lane: under this fraction of up.
 	targetResetOfUp = 0.10
 )
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -405,7 +406,7 @@ func TestHeldByDeviceFDAlone(t *testing.T) {
 	h := guest.StartHolder(t, group, vfs[0].PCI, guest.HoldDeviceFDOnly)
 	links := h.FDLinks()
 	devFD := fmt.Sprintf("%d -> anon_inode:[vfio-device]", h.DeviceFD)
-	if !contains(links, devFD) {
+	if !slices.Contains(links, devFD) {
 		t.Fatalf("holder's fds %v lack %q", links, devFD)
 	}
 	for _, l := range links {
@@ -463,15 +464,6 @@ func groupOf(t *testing.T, bdf string) string {
 		t.Fatal(err)
 	}
 	return filepath.Base(target)
-}
-
-func contains(list []string, s string) bool {
-	for _, e := range list {
-		if e == s {
-			return true
-		}
-	}
-	return false
 }
 
 const netlinkRoute = unix.NETLINK_ROUTE

@@ -439,8 +439,11 @@ func TestFuseAddPFAfterMount(t *testing.T) {
 // the VF's removal, wherever it has been moved.
 func TestFuseVFNetdevsGoWithTheirDriver(t *testing.T) {
 	testutil.RequireRoot(t)
-	pfName := fmt.Sprintf("rgn%d", os.Getpid()%10000)
-	peers := fmt.Sprintf("rg-fn-%d", os.Getpid())
+	// Names from the test's slot: other packages' tests make links and
+	// netns on this host at the same time.
+	slot := testutil.TakeSlot(t).RigPrefix()
+	pfName := slot + "n"
+	peers := slot + "-fn"
 	nsutil.ForTest(t, peers)
 	vfName := func(j int) string { return fmt.Sprintf("%sv%d", pfName, j) }
 	t.Cleanup(func() {
@@ -473,7 +476,7 @@ func TestFuseVFNetdevsGoWithTheirDriver(t *testing.T) {
 	if _, err := os.Lstat(f.dev(VFBDF(pf, 2), "net")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("net/ of the unbound VF: %v", err)
 	}
-	node := nsutil.ForTest(t, fmt.Sprintf("rg-fnn-%d", os.Getpid()))
+	node := nsutil.ForTest(t, slot+"-fnn")
 	l0, err := netlink.LinkByName(vfName(0))
 	if err != nil {
 		t.Fatal(err)
@@ -732,9 +735,10 @@ func TestFuseNetViewIsTheCallersNetns(t *testing.T) {
 }
 
 func testFuseNetViewIsTheCallersNetns(t *testing.T, nic NIC) {
-	pfName := fmt.Sprintf("rgv%d", os.Getpid()%10000)
-	peers := fmt.Sprintf("rg-fv-%d", os.Getpid())
-	node := fmt.Sprintf("rg-fvn-%d", os.Getpid())
+	slot := testutil.TakeSlot(t).RigPrefix() // as in TestFuseVFNetdevsGoWithTheirDriver
+	pfName := slot + "v"
+	peers := slot + "-fv"
+	node := slot + "-fvn"
 	peerNs := nsutil.ForTest(t, peers)
 	nodeNs := nsutil.ForTest(t, node)
 	t.Cleanup(func() {
