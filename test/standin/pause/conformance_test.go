@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -33,6 +34,12 @@ func TestMain(m *testing.M) {
 		main()
 		os.Exit(0)
 	}
+	// A container runtime starts pause with every signal at its default.
+	// A test run under nohup inherits SIGHUP ignored, and an ignored signal
+	// stays ignored across exec (pause.c would keep it so too), while a
+	// caught one is reset to its default: catching it here starts each
+	// stand-in as a runtime would.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP)
 	os.Exit(m.Run())
 }
 
