@@ -181,7 +181,9 @@ func locatePF(ctx context.Context, l *config.Lane, cli *client.Client, nodes []p
 		return fmt.Sprintf("%s: agent %s restarted into a new network namespace and its PF stayed in the old (pinned) one: run 'sriov-lane repair --name %s'", pl.PF, pl.Node, l.Name)
 	default:
 		ps.State = "missing"
-		return fmt.Sprintf("%s: not in agent %s nor in its pinned netns: run 'sriov-lane down --name %s' (it finds PFs wherever they went)", pl.PF, pl.Node, l.Name)
+		// After a host reboot the pin is gone and the PF is back in the
+		// host's netns, where repair's undo finds it and moves it in again.
+		return fmt.Sprintf("%s: not in agent %s nor in its pinned netns (after a host reboot it is back in the host's): run 'sriov-lane repair --name %s', or down (it finds PFs wherever they went)", pl.PF, pl.Node, l.Name)
 	}
 }
 

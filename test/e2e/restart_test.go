@@ -23,8 +23,8 @@ import (
 // what was lost, in words and JSON, and exits 1; repair moves the PFs back
 // and, when the cluster came back empty, applies up's objects again and
 // records a new baseline; status is healthy, verify passes. Then the host
-// "reboots" (rebootHost): status names down for each PF, and down brings
-// the stand-ins home. With the datastore on disk the cluster keeps
+// "reboots" (rebootHost): status names repair for each PF, repair brings
+// the lane back once more, and down brings the stand-ins home. With the datastore on disk the cluster keeps
 // its objects and only the PFs and VFs need repair: that case is not run
 // here, to keep make test's e2e lanes within its time (each is ~1.5 min
 // of the 2 cores); TestRestartedAgentDegradedThenRepaired has the PF-only
@@ -81,11 +81,22 @@ func TestEveryNodeRestartedLaneRepaired(t *testing.T) {
 	nodes := []string{"server-0", "agent-0", "agent-1"}
 	rebootHost(t, r, l, nodes)
 	res = run(t, nil, "status", "--config", l.path)
-	if res.code != 1 || strings.Count(res.output, "nor in its pinned netns: run 'sriov-lane down") != 2 {
-		t.Fatalf("status after a reboot: exit %d, want 1 naming down for both agents\n%s", res.code, res.output)
+	if res.code != 1 || strings.Count(res.output, "nor in its pinned netns (after a host reboot it is back in the host's): run 'sriov-lane repair") != 2 {
+		t.Fatalf("status after a reboot: exit %d, want 1 naming repair for both agents\n%s", res.code, res.output)
+	}
+	// repair takes each PF back from the host's netns, moves it into its
+	// agent's new one, recreates the VFs and, the cluster being empty
+	// again, applies up's objects.
+	res = run(t, nil, "repair", "--config", l.path)
+	if res.code != 0 || strings.Count(res.output, "✓ create VFs and bind drivers (") != 2 || !strings.Contains(res.output, "the cluster's objects") {
+		t.Fatalf("repair after a reboot: exit %d\n%s", res.code, res.output)
+	}
+	res = run(t, nil, "status", "--config", l.path)
+	if res.code != 0 || !strings.Contains(res.output, "healthy") || strings.Count(res.output, "kubevirt.io/sriov_net=6") != 2 {
+		t.Fatalf("status after repairing a reboot: exit %d\n%s", res.code, res.output)
 	}
 	if res := l.down(t); res.code != 0 {
-		t.Fatal("down after a reboot failed")
+		t.Fatal("down after a reboot and repair failed")
 	}
 	assertLaneGone(t, r, l, r.State.PFs)
 }
