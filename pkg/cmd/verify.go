@@ -60,9 +60,11 @@ inspection; the next verify deletes a pod left that way before it starts.`,
 			if err != nil {
 				return fmt.Errorf("lane %s: %w (is the lane up?)", l.Name, err)
 			}
-			opts := lane.CNIOptions(l, []string{"unused"})
-			if opts.SmokeNamespace == "" {
-				opts.SmokeNamespace = "default"
+			// The smoke objects need the options' defaults (their namespace),
+			// not PF names: any name passes WithDefaults' check.
+			opts, err := lane.CNIOptions(l, []string{"unused"}).WithDefaults()
+			if err != nil {
+				return err
 			}
 			v := &verifier{out: g.streams.Out, log: g.log(), kube: cluster, opts: opts, timeout: timeout, keep: keep}
 			dev, err := v.run(c.Context())
