@@ -12,11 +12,24 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // emulatorMarker is looked for in a process's command line before it is
 // signalled, so a recycled PID is never killed.
 const emulatorMarker = "emulate"
+
+const (
+	// emulatorStartTimeout bounds the emulator's start: a FUSE mount and a
+	// pid file, well under a second on an idle host.
+	emulatorStartTimeout = 10 * time.Second
+	// emulatorStopGrace is what SIGTERM gets (the emulator unmounts its
+	// sysfs and exits) before SIGKILL; emulatorKillWait what SIGKILL gets.
+	emulatorStopGrace = 5 * time.Second
+	emulatorKillWait  = time.Second
+	emulatorPoll      = 10 * time.Millisecond
+)
 
 // startEmulator runs cmd detached and waits until it writes DIR/emulator.pid.
 func startEmulator(ctx context.Context, dir string, argv []string) (int, error) {
@@ -36,9 +49,9 @@ func startEmulator(ctx context.Context, dir string, argv []string) (int, error) 
 	pid := cmd.Process.Pid
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	deadline := time.NewTimer(10 * time.Second)
+	deadline := time.NewTimer(emulatorStartTimeout)
 	defer deadline.Stop()
-	tick := time.NewTicker(10 * time.Millisecond)
+	tick := time.NewTicker(emulatorPoll)
 	defer tick.Stop()
 	for {
 		if readPIDFile(dir) == pid {
@@ -49,7 +62,7 @@ func startEmulator(ctx context.Context, dir string, argv []string) (int, error) 
 			return 0, fmt.Errorf("emulator exited during start-up (%v); see %s", err, filepath.Join(dir, LogFile))
 		case <-deadline.C:
 			_ = stopEmulator(pid)
-			return 0, fmt.Errorf("emulator did not report ready within 10s; see %s", filepath.Join(dir, LogFile))
+			return 0, fmt.Errorf("emulator did not report ready within %v; see %s", emulatorStartTimeout, filepath.Join(dir, LogFile))
 		case <-ctx.Done():
 			_ = stopEmulator(pid)
 			return 0, ctx.Err()
@@ -92,7 +105,7 @@ func emulatorAlive(pid int) bool {
 	return true
 }
 
-// stopEmulator sends SIGTERM, then SIGKILL after 5 s.
+// stopEmulator sends SIGTERM, then SIGKILL after emulatorStopGrace.
 func stopEmulator(pid int) error {
 	if !emulatorAlive(pid) {
 		return nil
@@ -100,18 +113,14 @@ func stopEmulator(pid int) error {
 	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return fmt.Errorf("stopping emulator (pid %d): %w", pid, err)
 	}
-	for i := 0; i < 500; i++ {
-		if !emulatorAlive(pid) {
-			return nil
-		}
-		time.Sleep(10 * time.Millisecond)
+	// Not the caller's context: a cancelled test still stops its emulator.
+	gone := func(context.Context) (bool, error) { return !emulatorAlive(pid), nil }
+	if wait.PollUntilContextTimeout(context.Background(), emulatorPoll, emulatorStopGrace, true, gone) == nil {
+		return nil
 	}
 	_ = syscall.Kill(pid, syscall.SIGKILL)
-	for i := 0; i < 100; i++ {
-		if !emulatorAlive(pid) {
-			return nil
-		}
-		time.Sleep(10 * time.Millisecond)
+	if wait.PollUntilContextTimeout(context.Background(), emulatorPoll, emulatorKillWait, true, gone) == nil {
+		return nil
 	}
 	return fmt.Errorf("emulator (pid %d) does not stop", pid)
 }
