@@ -22,19 +22,24 @@ const root = "../.."
 // productDirs hold the packages that must stand on a floor.
 var productDirs = []string{"pkg", "cmd"}
 
-// codeMap reads the floors of README.md's "Where things are" table: path
-// (relative to the repository) -> floor. Rows without a floor (manifests,
-// hack, test) are not layered.
-func codeMap(t *testing.T) map[string]int {
+// mapRow is a row of README.md's "Where things are" table: its floor ("" for
+// rows without one: manifests, hack, test) and the paths its path cell names.
+type mapRow struct {
+	floor string
+	paths []string
+}
+
+// mapRows reads README.md's "Where things are" table.
+func mapRows(t *testing.T) []mapRow {
 	t.Helper()
 	f, err := os.Open(filepath.Join(root, "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	row := regexp.MustCompile(`^\|\s*(\d+)\s*\|([^|]*)\|`)
+	row := regexp.MustCompile(`^\|\s*(\d*)\s*\|([^|]*)\|`)
 	path := regexp.MustCompile("`([^`]+)`")
-	floors := map[string]int{}
+	var rows []mapRow
 	in := false
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
@@ -47,13 +52,32 @@ func codeMap(t *testing.T) map[string]int {
 		if !in || m == nil {
 			continue
 		}
-		floor, _ := strconv.Atoi(m[1])
+		r := mapRow{floor: m[1]}
 		for _, p := range path.FindAllStringSubmatch(m[2], -1) {
-			floors[strings.TrimSuffix(p[1], "/")] = floor
+			r.paths = append(r.paths, strings.TrimSuffix(p[1], "/"))
 		}
+		rows = append(rows, r)
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
+	}
+	return rows
+}
+
+// codeMap reads the floors of README.md's "Where things are" table: path
+// (relative to the repository) -> floor. Rows without a floor (manifests,
+// hack, test) are not layered.
+func codeMap(t *testing.T) map[string]int {
+	t.Helper()
+	floors := map[string]int{}
+	for _, r := range mapRows(t) {
+		if r.floor == "" {
+			continue
+		}
+		floor, _ := strconv.Atoi(r.floor)
+		for _, p := range r.paths {
+			floors[p] = floor
+		}
 	}
 	if len(floors) == 0 {
 		t.Fatal(`README.md has no "## Where things are" table with floors`)
@@ -174,21 +198,9 @@ func TestCodeMapParsesFloors(t *testing.T) {
 // newcomer looks for them in the same table, so each directory under
 // test/ must be a row's path or lie under one.
 func TestEveryTestPackageMapped(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join(root, "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	row := regexp.MustCompile(`^\|[^|]*\|\s*` + "`([^`]+)`")
 	var rows []string
-	in := false
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "## ") {
-			in = line == "## Where things are"
-			continue
-		}
-		if m := row.FindStringSubmatch(line); in && m != nil {
-			rows = append(rows, strings.TrimSuffix(m[1], "/"))
-		}
+	for _, r := range mapRows(t) {
+		rows = append(rows, r.paths...)
 	}
 	dirs, err := os.ReadDir(filepath.Join(root, "test"))
 	if err != nil {
