@@ -42,8 +42,9 @@ func TestEveryNodeRestartedLaneRepaired(t *testing.T) {
 	l.up(t)
 	t.Cleanup(func() { l.down(t) })
 	cli := docker(t)
-	for _, n := range []string{"server-0", "agent-0", "agent-1"} {
-		if err := cli.ContainerRestart(t.Context(), "k3d-"+l.cfg.Name+"-"+n, container.StopOptions{}); err != nil {
+	nodes := []string{"k3d-" + l.cfg.Name + "-server-0", "k3d-" + l.cfg.Name + "-agent-0", "k3d-" + l.cfg.Name + "-agent-1"}
+	for _, n := range nodes {
+		if err := cli.ContainerRestart(t.Context(), n, container.StopOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -78,7 +79,6 @@ func TestEveryNodeRestartedLaneRepaired(t *testing.T) {
 	}
 	// A host reboot then: the pins and the VFs are gone, the PFs are back
 	// in the host's netns under their names, the nodes start again.
-	nodes := []string{"server-0", "agent-0", "agent-1"}
 	rebootHost(t, r, l, nodes)
 	res = run(t, nil, "status", "--config", l.path)
 	if res.code != 1 || strings.Count(res.output, "nor in its pinned netns (after a host reboot it is back in the host's): run 'sriov-lane repair") != 2 {
@@ -112,7 +112,7 @@ func rebootHost(t *testing.T, r *rig.Rig, l *lane, nodes []string) {
 	t.Helper()
 	cli := docker(t)
 	for _, n := range nodes {
-		if err := cli.ContainerStop(t.Context(), "k3d-"+l.cfg.Name+"-"+n, container.StopOptions{}); err != nil {
+		if err := cli.ContainerStop(t.Context(), n, container.StopOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -140,7 +140,7 @@ func rebootHost(t *testing.T, r *rig.Rig, l *lane, nodes []string) {
 		}
 	}
 	for _, n := range nodes {
-		if err := cli.ContainerStart(t.Context(), "k3d-"+l.cfg.Name+"-"+n, container.StartOptions{}); err != nil {
+		if err := cli.ContainerStart(t.Context(), n, container.StartOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -160,7 +160,7 @@ func returnPFsFrom(t *testing.T, pin string, host netns.NsHandle, pfs []rig.PFIn
 		t.Fatal(err)
 	}
 	defer h.Close()
-	links, err := h.LinkList()
+	links, err := testutil.LinkList(h)
 	if err != nil {
 		t.Fatal(err)
 	}
