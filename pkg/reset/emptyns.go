@@ -127,16 +127,25 @@ func emptyNamespace(ctx context.Context, kc *kube.Clients, ns objectRef, all []r
 		seen = left
 		return len(left) == 0, nil
 	})
-	switch {
-	case roundErr != nil && ctx.Err() != nil && seen != nil:
-		// The deadline cut a round short: say what the last whole one
-		// saw, not only that a list was cut.
-		return fmt.Errorf("emptying namespace %s: %w; left: %s", ns.Name, ctx.Err(), strings.Join(seen, ", "))
-	case roundErr != nil:
-		return fmt.Errorf("emptying namespace %s: %w", ns.Name, roundErr)
-	case err != nil:
-		// ctx ended between two rounds.
-		return fmt.Errorf("emptying namespace %s: %w; left: %s", ns.Name, ctx.Err(), strings.Join(seen, ", "))
+	if err != nil {
+		// A round cut short by the deadline fails in a list, not in ctx:
+		// client-go's rate limiter refuses a wait that would pass the
+		// deadline before ctx is done (golang.org/x/time rate/rate.go
+		// Limiter.wait@v0.15.0: an unwrapped "would exceed context
+		// deadline", wrapped as "client rate limiter Wait returned an
+		// error" in k8s.io/client-go rest/request.go@v0.37.2).
+		// So the cause is ctx's end once ctx is done, the round's error
+		// otherwise, and what the last whole round saw left is said
+		// either way.
+		cause := roundErr
+		if cause == nil || ctx.Err() != nil {
+			cause = ctx.Err()
+		}
+		err = fmt.Errorf("emptying namespace %s: %w", ns.Name, cause)
+		if seen != nil {
+			err = fmt.Errorf("%w; left: %s", err, strings.Join(seen, ", "))
+		}
+		return err
 	}
 	if err := finalizeNamespace(ctx, kc, ns); err != nil {
 		return err

@@ -10,6 +10,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/sriov-lane/sriov-lane/pkg/kube"
 	"github.com/sriov-lane/sriov-lane/test/apiserver"
@@ -81,6 +83,31 @@ func TestEmptyNamespacesFinalizesOnlyEmptyNamespaces(t *testing.T) {
 	cm, err := cs.CoreV1().ConfigMaps("job-b").Get(ctx, "data", metav1.GetOptions{})
 	if err != nil || cm.DeletionTimestamp != nil {
 		t.Errorf("ConfigMap in job-b deleted before its pod was gone: %v, %v", cm.DeletionTimestamp, err)
+	}
+
+	// A deadline too near for the client's rate limiter fails a round in
+	// its list while ctx is not done yet; what the last whole round saw is
+	// still said. A limiter of one token: the first round has it, the
+	// second would wait 100 s and is refused at once.
+	throttled := rest.CopyConfig(cfg)
+	throttled.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(0.01, 1)
+	tkc, err := kube.ForConfig(throttled)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, collection, err := namespacedTypes(ctx, kc.Discovery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+	start := time.Now()
+	err = emptyNamespace(sctx, tkc, refs["job-b"], all, collection, testLogger(t))
+	cancel()
+	if err == nil || !strings.Contains(err.Error(), "rate limiter") || !strings.Contains(err.Error(), "left: 1 pods (finalizers ["+hold+"])") {
+		t.Errorf("a round refused by the rate limiter: %v, want the limiter's error and what the last round left", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("the refused round took %s: the limiter waited instead of refusing", d)
 	}
 
 	// Once the pod's finalizer goes, so do the rest and the namespace.
