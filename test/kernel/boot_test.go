@@ -10,52 +10,43 @@ import (
 	"github.com/sriov-lane/sriov-lane/test/kernel/vm"
 )
 
-// TestBoot boots every guest kernel with the bootcheck guest tests: the
-// guest sees the igb PFs with SR-IOV and VFIO, and a run's output, exit
-// status and files come back.
-func TestBoot(t *testing.T) {
-	t.Parallel()
-	kernels := vm.RequireKernels(t)
-	check := vm.BuildStatic(t, "./test/kernel/internal/bootcheck", true)
-	for _, k := range kernels {
-		t.Run(k.Name, func(t *testing.T) {
-			t.Parallel()
-			start := time.Now()
-			res, err := vm.Start(context.Background(), vm.Config{Kernel: k, Programs: []vm.Program{
-				{Name: "bootcheck", Path: check, Args: []string{"-test.v", "-test.run", "^TestGuest(IGBPFs|VFIO|Out)$"}},
-				{Name: "fails", Path: check, Args: []string{"-test.run", "^TestGuestFails$"}, Env: []string{"BOOTCHECK_FAIL=1"}},
-			}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("%s (%s, %s): booted and ran in %s", k.Name, k.Release, k.Package, time.Since(start).Round(100*time.Millisecond))
-			for _, m := range res.Modules {
-				if m.Error != "" {
-					t.Errorf("module %s: %s", m.Name, m.Error)
-				}
-			}
-			if len(res.Modules) != len(k.Modules) {
-				t.Errorf("guest loaded %d modules, want %d", len(res.Modules), len(k.Modules))
-			}
-			if len(res.Runs) != 2 {
-				t.Fatalf("runs = %+v, want 2", res.Runs)
-			}
-			if r := res.Runs[0]; r.Exit != 0 || !strings.Contains(r.Output, "--- PASS: TestGuestIGBPFs") {
-				t.Errorf("bootcheck exited %d:\n%s", r.Exit, r.Output)
-			}
-			if r := res.Runs[1]; r.Exit != 1 || !strings.Contains(r.Output, "failing as asked") {
-				t.Errorf("fails exited %d, want 1:\n%s", r.Exit, r.Output)
-			}
-			if got := strings.TrimSpace(string(res.Files["boot/release"])); got != k.Release {
-				t.Errorf("boot/release = %q, want %q (files: %d)", got, k.Release, len(res.Files))
-			}
-			if !strings.Contains(res.Console, "Linux version "+k.Release) {
-				t.Errorf("console holds no \"Linux version %s\"", k.Release)
-			}
-			if os.Getenv("SRIOV_LANE_KERNEL_LOG") == "1" {
-				t.Logf("console:\n%s", res.Console)
-			}
-		})
+// bootPart is TestKernels' first share of a boot, bootcheck's guest
+// tests: the guest sees the igb PFs with SR-IOV and VFIO, and a run's
+// output, exit status and files come back (a second run fails on purpose).
+func bootPart(check string) guestPart {
+	return guestPart{
+		name: "boot",
+		programs: []vm.Program{
+			{Name: "bootcheck", Path: check, Args: []string{"-test.v", "-test.run", "^TestGuest(IGBPFs|VFIO|Out)$"}},
+			{Name: "fails", Path: check, Args: []string{"-test.run", "^TestGuestFails$"}, Env: []string{"BOOTCHECK_FAIL=1"}},
+		},
+		check: checkBoot,
+	}
+}
+
+func checkBoot(t *testing.T, k vm.Kernel, res *vm.Result) {
+	for _, m := range res.Modules {
+		if m.Error != "" {
+			t.Errorf("module %s: %s", m.Name, m.Error)
+		}
+	}
+	if len(res.Modules) != len(k.Modules) {
+		t.Errorf("guest loaded %d modules, want %d", len(res.Modules), len(k.Modules))
+	}
+	if r := runOf(t, res, "bootcheck"); r.Exit != 0 || !strings.Contains(r.Output, "--- PASS: TestGuestIGBPFs") {
+		t.Errorf("bootcheck exited %d:\n%s", r.Exit, r.Output)
+	}
+	if r := runOf(t, res, "fails"); r.Exit != 1 || !strings.Contains(r.Output, "failing as asked") {
+		t.Errorf("fails exited %d, want 1:\n%s", r.Exit, r.Output)
+	}
+	if got := strings.TrimSpace(string(res.Files["boot/release"])); got != k.Release {
+		t.Errorf("boot/release = %q, want %q (files: %d)", got, k.Release, len(res.Files))
+	}
+	if !strings.Contains(res.Console, "Linux version "+k.Release) {
+		t.Errorf("console holds no \"Linux version %s\"", k.Release)
+	}
+	if os.Getenv("SRIOV_LANE_KERNEL_LOG") == "1" {
+		t.Logf("console:\n%s", res.Console)
 	}
 }
 

@@ -1,7 +1,6 @@
 package kernel_test
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -29,60 +28,48 @@ var guestProductTests = []string{
 	"TestPlanNetdeviceSelectsIGBPFs",
 }
 
-// TestProduct boots every guest kernel with test/kernel/guest's tests of
-// pkg/sriov and of `sriov-lane check` and `plan` (a static sriov-lane put
-// in the guest), and fails with the guest's output when any fails. What
-// the kernel did (the facts the guest tests record) is logged.
-func TestProduct(t *testing.T) {
-	t.Parallel()
-	kernels := vm.RequireKernels(t)
-	tests := vm.BuildStatic(t, "./test/kernel/guest", true)
-	bin := vm.BuildStatic(t, "./cmd/sriov-lane", false)
-	for _, k := range kernels {
-		t.Run(k.Name, func(t *testing.T) {
-			t.Parallel()
-			files := map[string]string{"/bin/sriov-lane": bin}
-			env := []string{"SRIOV_LANE_BIN=/bin/sriov-lane"}
-			if cfg := kernelConfig(k); cfg != "" {
-				files["/boot/config-"+k.Release] = cfg
-				env = append(env, "SRIOV_LANE_KERNEL_CONFIG=/boot/config-"+k.Release)
-			} else {
-				t.Logf("%s: no config-%s next to %s: the guest checks /dev and sysfs for VFIO cdevs and iommufd, not the config", k.Name, k.Release, k.Vmlinuz)
-			}
-			start := time.Now()
-			res, err := vm.Start(context.Background(), vm.Config{
-				Kernel: k,
-				Files:  files,
-				Programs: []vm.Program{{
-					Name: "guest", Path: tests, Env: env,
-					// TestDocFileMap reads the package's source, which the guest lacks.
-					// The bound is the guest's own, under vm.DefaultTimeout so a
-					// hang still comes back as a Go panic with every goroutine:
-					// the tests took 5m15s niced beside a warm make test's lanes
-					// on a slower machine, and 5 min killed them.
-					Args: []string{"-test.v", "-test.skip", "^TestDocFileMap$", "-test.timeout", "12m"},
-				}},
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			took := time.Since(start).Round(100 * time.Millisecond)
-			if len(res.Runs) != 1 {
-				t.Fatalf("%s: %d runs came back, want 1; console tail:\n%s", k.Name, len(res.Runs), tail(res.Console, 40))
-			}
-			r := res.Runs[0]
-			logFacts(t, res.Files)
-			if r.Exit != 0 {
-				t.Fatalf("%s (%s): the guest tests exited %d after %s:\n%s", k.Name, k.Release, r.Exit, r.Duration, r.Output)
-			}
-			for _, name := range guestProductTests {
-				if !strings.Contains(r.Output, "--- PASS: "+name+" ") {
-					t.Errorf("%s: %s did not pass in the guest:\n%s", k.Name, name, r.Output)
-				}
-			}
-			t.Logf("%s (%s, %s): %d guest tests passed; guest tests %s, boot and all %s", k.Name, k.Release, k.Package, len(guestProductTests), r.Duration.Round(100*time.Millisecond), took)
-		})
+// productPart is TestKernels' share of a boot for test/kernel/guest's tests
+// of pkg/sriov and of `sriov-lane check` and `plan` (a static sriov-lane
+// put in the guest): it fails with the guest's output when any fails, and
+// logs what the kernel did (the facts the guest tests record).
+func productPart(k vm.Kernel, tests, bin string) guestPart {
+	files := map[string]string{"/bin/sriov-lane": bin}
+	env := []string{"SRIOV_LANE_BIN=/bin/sriov-lane"}
+	if cfg := kernelConfig(k); cfg != "" {
+		files["/boot/config-"+k.Release] = cfg
+		env = append(env, "SRIOV_LANE_KERNEL_CONFIG=/boot/config-"+k.Release)
 	}
+	return guestPart{
+		name:  "product",
+		files: files,
+		programs: []vm.Program{{
+			Name: "guest", Path: tests, Env: env,
+			// TestDocFileMap reads the package's source, which the guest lacks.
+			// The bound is the guest's own, under vm.DefaultTimeout so a
+			// hang still comes back as a Go panic with every goroutine:
+			// the tests took 5m15s niced beside a warm make test's lanes
+			// on a slower machine, and 5 min killed them.
+			Args: []string{"-test.v", "-test.skip", "^TestDocFileMap$", "-test.timeout", "12m"},
+		}},
+		check: checkProduct,
+	}
+}
+
+func checkProduct(t *testing.T, k vm.Kernel, res *vm.Result) {
+	if kernelConfig(k) == "" {
+		t.Logf("%s: no config-%s next to %s: the guest checks /dev and sysfs for VFIO cdevs and iommufd, not the config", k.Name, k.Release, k.Vmlinuz)
+	}
+	r := runOf(t, res, "guest")
+	logFacts(t, res.Files)
+	if r.Exit != 0 {
+		t.Fatalf("%s (%s): the guest tests exited %d after %s:\n%s", k.Name, k.Release, r.Exit, r.Duration, r.Output)
+	}
+	for _, name := range guestProductTests {
+		if !strings.Contains(r.Output, "--- PASS: "+name+" ") {
+			t.Errorf("%s: %s did not pass in the guest:\n%s", k.Name, name, r.Output)
+		}
+	}
+	t.Logf("%s (%s, %s): %d guest tests passed in %s", k.Name, k.Release, k.Package, len(guestProductTests), r.Duration.Round(100*time.Millisecond))
 }
 
 // kernelConfig is Debian's build config of k, when the kernel's assets
@@ -97,11 +84,16 @@ func kernelConfig(k vm.Kernel) string {
 	return ""
 }
 
+// logFacts logs the facts test/kernel/guest recorded (guest.Record:
+// name.json at the top of the out directory), not the other owners' files
+// (bootcheck's boot/, the scenario's transcript).
 func logFacts(t *testing.T, files map[string][]byte) {
 	t.Helper()
 	names := make([]string, 0, len(files))
 	for n := range files {
-		names = append(names, n)
+		if !strings.Contains(n, "/") && n != scenarioFile {
+			names = append(names, n)
+		}
 	}
 	sort.Strings(names)
 	for _, n := range names {

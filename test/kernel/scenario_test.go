@@ -1,7 +1,6 @@
 package kernel_test
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -30,37 +29,48 @@ var scenarioExceptions = []scenarioException{
 	{"unpinned netns dies: pf1, its name taken: its last task exits", "state net.home", vethDies},
 }
 
-// The child TestScenarioMatchesKernels starts in a netns of its own to run
+// The child TestKernels starts in a netns of its own to run
 // the scenario on the fake.
 func TestScenarioFakeChild(t *testing.T) { scenario.FakeChild(t) }
 
-// TestScenarioMatchesKernels runs the scenario (test/kernel/scenario) on
-// the rig's fake kernel and on every guest kernel, and compares the
-// transcripts step by step: every difference must be one of
-// scenarioExceptions, and every exception must still be needed by some
-// kernel (a fixed fake makes its exception go).
-func TestScenarioMatchesKernels(t *testing.T) {
-	t.Parallel()
-	kernels := vm.RequireKernels(t)
-	bin := vm.BuildStatic(t, "./test/kernel/scenario", true)
-	// The fake and every kernel run at once; the comparison waits for all.
-	var fake *scenario.Transcript
-	reals := make([]*scenario.Transcript, len(kernels))
-	t.Run("run", func(t *testing.T) {
-		t.Run("fake", func(t *testing.T) {
-			t.Parallel()
-			fake = scenario.RunFake(t, "TestScenarioFakeChild")
-		})
-		for i, k := range kernels {
-			t.Run(k.Name, func(t *testing.T) {
-				t.Parallel()
-				reals[i] = guestScenario(t, k, bin)
-			})
-		}
-	})
-	if t.Failed() {
-		return
+// scenarioFile is the transcript the guest's scenario leaves in the out
+// directory (test/kernel/scenario's TestGuestScenario).
+const scenarioFile = "scenario.json"
+
+// scenarioPart is TestKernels' share of a boot for the scenario
+// (test/kernel/scenario): its check stores the guest's transcript in
+// *real, for compareScenarios.
+func scenarioPart(bin string, real **scenario.Transcript) guestPart {
+	return guestPart{
+		name:     "scenario",
+		programs: []vm.Program{{Name: "scenario", Path: bin, Args: []string{"-test.v", "-test.run", "^TestGuestScenario$"}}},
+		check: func(t *testing.T, k vm.Kernel, res *vm.Result) {
+			r := runOf(t, res, "scenario")
+			if r.Exit != 0 {
+				t.Fatalf("the guest scenario exited %d:\n%s", r.Exit, r.Output)
+			}
+			t.Logf("guest:\n%s", r.Output)
+			b, ok := res.Files[scenarioFile]
+			if !ok {
+				t.Fatalf("the guest left no %s (files: %d)", scenarioFile, len(res.Files))
+			}
+			var tr scenario.Transcript
+			if err := json.Unmarshal(b, &tr); err != nil {
+				t.Fatalf("decoding the guest's transcript: %v", err)
+			}
+			if tr.Where != k.Release {
+				t.Errorf("transcript from kernel %q, want %q", tr.Where, k.Release)
+			}
+			*real = &tr
+		},
 	}
+}
+
+// compareScenarios compares each kernel's scenario transcript with the
+// fake's step by step: every difference must be one of scenarioExceptions,
+// and every exception must still be needed by some kernel (a fixed fake
+// makes its exception go).
+func compareScenarios(t *testing.T, kernels []vm.Kernel, reals []*scenario.Transcript, fake *scenario.Transcript) {
 	used := map[scenarioException]bool{}
 	for i, k := range kernels {
 		for _, d := range scenario.Compare(reals[i], fake) {
@@ -81,33 +91,6 @@ func TestScenarioMatchesKernels(t *testing.T) {
 			t.Errorf("exception for step %q, %s is not needed by any kernel: the fake agrees now, drop it", e.Step, e.Key)
 		}
 	}
-}
-
-// guestScenario boots k with the scenario's guest test and returns the
-// transcript it left.
-func guestScenario(t *testing.T, k vm.Kernel, bin string) *scenario.Transcript {
-	t.Helper()
-	res, err := vm.Start(context.Background(), vm.Config{Kernel: k, PFs: 2,
-		Programs: []vm.Program{{Name: "scenario", Path: bin, Args: []string{"-test.v", "-test.run", "^TestGuestScenario$"}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(res.Runs) != 1 || res.Runs[0].Exit != 0 {
-		t.Fatalf("the guest scenario failed: %+v", res.Runs)
-	}
-	t.Logf("guest:\n%s", res.Runs[0].Output)
-	b, ok := res.Files["scenario.json"]
-	if !ok {
-		t.Fatalf("the guest left no scenario.json (files: %d)", len(res.Files))
-	}
-	var real scenario.Transcript
-	if err := json.Unmarshal(b, &real); err != nil {
-		t.Fatalf("decoding the guest's transcript: %v", err)
-	}
-	if real.Where != k.Release {
-		t.Errorf("transcript from kernel %q, want %q", real.Where, k.Release)
-	}
-	return &real
 }
 
 func exceptionFor(d scenario.Diff) (scenarioException, bool) {

@@ -1,0 +1,91 @@
+package kernel_test
+
+import (
+	"context"
+	"maps"
+	"testing"
+	"time"
+
+	"github.com/sriov-lane/sriov-lane/test/kernel/scenario"
+	"github.com/sriov-lane/sriov-lane/test/kernel/vm"
+)
+
+// guestPart is one owner's share of a kernel's boot: the programs it adds
+// to the guest (named, so each owner finds its own runs), the files they
+// need in the initramfs, and its check of what came back.
+type guestPart struct {
+	name     string
+	programs []vm.Program
+	files    map[string]string
+	check    func(t *testing.T, k vm.Kernel, res *vm.Result)
+}
+
+// TestKernels boots every guest kernel once, running each owner's guest
+// programs one after another (boot_test.go's checks, product_test.go's
+// guest tests, then scenario_test.go's scenario: last, since it leaves a
+// PF renamed devN as a real netns death does), and gives each owner its
+// runs as a subtest. Under TCG a boot is most of a short guest's cost, and
+// make test runs this tier beside the e2e lanes on the same cores: one
+// boot per kernel, not one per owner, was 8 QEMU boots down to 4 (with
+// TestBootFailures' two).
+func TestKernels(t *testing.T) {
+	t.Parallel()
+	kernels := vm.RequireKernels(t)
+	check := vm.BuildStatic(t, "./test/kernel/internal/bootcheck", true)
+	tests := vm.BuildStatic(t, "./test/kernel/guest", true)
+	bin := vm.BuildStatic(t, "./cmd/sriov-lane", false)
+	scen := vm.BuildStatic(t, "./test/kernel/scenario", true)
+	// The fake's scenario runs beside the boots; the comparison waits for
+	// every transcript.
+	var fake *scenario.Transcript
+	reals := make([]*scenario.Transcript, len(kernels))
+	t.Run("run", func(t *testing.T) {
+		t.Run("fake", func(t *testing.T) {
+			t.Parallel()
+			fake = scenario.RunFake(t, "TestScenarioFakeChild")
+		})
+		for i, k := range kernels {
+			t.Run(k.Name, func(t *testing.T) {
+				t.Parallel()
+				parts := []guestPart{
+					bootPart(check),
+					productPart(k, tests, bin),
+					scenarioPart(scen, &reals[i]),
+				}
+				cfg := vm.Config{Kernel: k, Files: map[string]string{}}
+				for _, p := range parts {
+					cfg.Programs = append(cfg.Programs, p.programs...)
+					maps.Copy(cfg.Files, p.files)
+				}
+				start := time.Now()
+				res, err := vm.Start(context.Background(), cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("%s (%s, %s): booted and ran %d programs in %s", k.Name, k.Release, k.Package, len(res.Runs), time.Since(start).Round(100*time.Millisecond))
+				if len(res.Runs) != len(cfg.Programs) {
+					t.Fatalf("%d runs came back, want %d: %+v\nconsole tail:\n%s", len(res.Runs), len(cfg.Programs), res.Runs, tail(res.Console, 40))
+				}
+				for _, p := range parts {
+					t.Run(p.name, func(t *testing.T) { p.check(t, k, res) })
+				}
+			})
+		}
+	})
+	if t.Failed() {
+		return
+	}
+	compareScenarios(t, kernels, reals, fake)
+}
+
+// runOf is the run of the program named name.
+func runOf(t *testing.T, res *vm.Result, name string) vm.Run {
+	t.Helper()
+	for _, r := range res.Runs {
+		if r.Name == name {
+			return r
+		}
+	}
+	t.Fatalf("no run of %s came back: %+v", name, res.Runs)
+	return vm.Run{}
+}
