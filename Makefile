@@ -64,14 +64,16 @@ TEST_PROCS ?= 4
 # does, gotestsum runs go test, passing its output through, and writes JUnit;
 # go test writes a coverage profile over every package of the module
 # (-coverpkg), and go tool cover renders it as HTML. One of each per module:
-# junit_<module>.xml, coverage_<module>.out and .html (gotestsum reads go
+# junit_<module>.xml, coverage_<module>.out and .html, and timing_<module>.json,
+# each test's end with its time and duration, to see which tests ran beside
+# which and which ended last (JUnit has durations, not ends) (gotestsum reads go
 # test -json from $(GO), so GO= still chooses the toolchain). Measured on this tree
 # (every test binary built, none run): the instrumented build costs ~25 s of
 # CPU the first time and nothing once cached; running the unit packages
 # with counters on took no measurable longer.
 REPORT_DIR := $(abspath $(or $(ARTIFACTS),bin/reports))
 GO_TEST = $(CURDIR)/bin/gotestsum --format $(if $(filter -v -v=true,$(TESTFLAGS)),standard-verbose,standard-quiet) \
-	--junitfile $(REPORT_DIR)/junit_$$report.xml --raw-command -- $(GO) test -json \
+	--junitfile $(REPORT_DIR)/junit_$$report.xml --jsonfile-timing-events $(REPORT_DIR)/timing_$$report.json --raw-command -- $(GO) test -json \
 	-covermode=count -coverpkg=./... -coverprofile=$(REPORT_DIR)/coverage_$$report.out
 
 # go tool cover resolves a profile's packages in the module that made it, so

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -411,73 +410,6 @@ func holdVF(t *testing.T, r *rig.Rig, l *lane) {
 	if err != nil {
 		t.Fatalf("the holder of VF %s (group %s) did not start: %v", vf, group, err)
 	}
-}
-
-// TestRestartedAgentDegradedThenRepaired restarts one agent: its PF stays in
-// the old, pinned netns while the container runs in a new one. status says
-// degraded and exits 1; repair puts the PF back and allocatable returns;
-// status is healthy again. Then that agent is removed by hand, and down
-// still brings both stand-ins home.
-func TestRestartedAgentDegradedThenRepaired(t *testing.T) {
-	t.Parallel() // own rig, lane names and API port (see TestMain)
-	requireRig(t)
-	s := testutil.TakeSlot(t)
-	r := rig.NewForTest(t, 2, s.RigPrefix())
-	l := newLane(t, r, s, 0)
-	agent0 := "k3d-" + l.cfg.Name + "-agent-0"
-	l.up(t)
-	t.Cleanup(func() { l.down(t) })
-	if res := run(t, nil, "status", "--config", l.path); res.code != 0 || !strings.Contains(res.output, "healthy") {
-		t.Fatalf("status of a fresh lane: exit %d\n%s", res.code, res.output)
-	}
-	cli := docker(t)
-	restarted := time.Now()
-	if err := cli.ContainerRestart(context.Background(), agent0, container.StopOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	// The device plugin finds its devices once, at start: let the one on
-	// the restarted agent start again, with its PF still in the old netns,
-	// before repair (on a busy host it did, and repair waited forever).
-	waitDevicePluginStarted(t, kubernetes.NewForConfigOrDie(restConfig(t, l.cfg.KubeconfigPath())), agent0, restarted)
-	res := run(t, nil, "status", "--config", l.path, "-o", "json")
-	var st struct {
-		Health   string   `json:"health"`
-		Problems []string `json:"problems"`
-	}
-	if i := strings.Index(res.output, "{"); i >= 0 {
-		_ = json.Unmarshal([]byte(res.output[i:strings.LastIndex(res.output, "}")+1]), &st)
-	}
-	if res.code != 1 || st.Health != "degraded" || len(st.Problems) != 1 || !strings.Contains(st.Problems[0], agent0) || !strings.Contains(st.Problems[0], "repair") {
-		t.Fatalf("status after the agent restarted: exit %d, %+v\n%s", res.code, st, res.output)
-	}
-	res = run(t, nil, "repair", "--config", l.path)
-	if res.code != 0 || !strings.Contains(res.output, "repaired ("+agent0+")") || !strings.Contains(res.output, "✓ restart the device plugin (") || !strings.Contains(res.output, "wait for VFs") {
-		t.Fatalf("repair: exit %d\n%s", res.code, res.output)
-	}
-	res = run(t, nil, "status", "--config", l.path)
-	if res.code != 0 || !strings.Contains(res.output, "healthy") || strings.Count(res.output, "kubevirt.io/sriov_net=6") != 2 {
-		t.Fatalf("status after repair: exit %d\n%s", res.code, res.output)
-	}
-	// A second repair has nothing to do.
-	if res := run(t, nil, "repair", "--config", l.path); res.code != 0 || !strings.Contains(res.output, "nothing to repair") {
-		t.Fatalf("second repair: exit %d\n%s", res.code, res.output)
-	}
-	// The repaired agent removed by hand (docker rm -f): its netns was
-	// pinned by repair, so its stand-in PF outlives the container and down
-	// brings it back under its name, with the other one. -v: the node
-	// image's anonymous volumes (/var/lib/kubelet, ...) go with it; they are
-	// the test's doing, not the lane's.
-	if err := cli.ContainerRemove(context.Background(), agent0, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil {
-		t.Fatal(err)
-	}
-	res = l.down(t)
-	if res.code != 0 {
-		t.Fatal("down after repair and docker rm -f failed")
-	}
-	if strings.Contains(res.output, "not found") {
-		t.Errorf("down reports a lost PF although the netns was pinned:\n%s", res.output)
-	}
-	assertLaneGone(t, r, l, r.State.PFs)
 }
 
 // TestHostSysctlsRestoredByDown changes vm.overcommit_memory on the host
