@@ -86,10 +86,15 @@ func (p *Provider) delete(ctx context.Context, cluster string) (removed []string
 // delete keeps looking until nothing of the lane has appeared for
 // interruptedCreateQuiet, within interruptedCreateBound.
 const (
-	interruptedCreateQuiet    = 3 * time.Second
 	interruptedCreateBound    = 30 * time.Second
 	interruptedCreateInterval = 500 * time.Millisecond
 )
+
+// interruptedCreateQuiet is a var only so the test of the quiet spell can
+// lengthen it: on a host as loaded as make test's, Docker took up to 4.6 s
+// to make a network, so a create the test sends during a 3 s spell often
+// landed after it.
+var interruptedCreateQuiet = 3 * time.Second
 
 // deleteInterruptedCreate is delete, then delete again until a quiet spell
 // shows that Docker has nothing more in flight for the lane.
