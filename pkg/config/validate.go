@@ -203,8 +203,8 @@ func ParseVolume(s string) (Volume, error) {
 // checkMirror accepts what both k3s's registries.yaml endpoint and an image
 // reference prefix can carry: an optional http/https scheme, a host with an
 // optional port, and an optional path (k3s-io/k3s
-// pkg/agent/containerd/config.go normalizeEndpointAddress, stored commit
-// 06ea261c: no scheme means https).
+// pkg/agent/containerd/config.go@v1.35.5+k3s1 normalizeEndpointAddress: no
+// scheme means https).
 func checkMirror(m string) error {
 	rest := m
 	if scheme, after, ok := strings.Cut(m, "://"); ok {

@@ -250,7 +250,8 @@ func TestClusterConfigCgroupV1ReachesEveryNode(t *testing.T) {
 }
 
 // Each k3s component is either disabled or kept, never both, and every
-// name is one k3s's --disable knows (k3s-io/k3s pkg/cli/cmds/server.go).
+// name is one k3s's --disable knows (k3s-io/k3s
+// pkg/cli/cmds/stage.go@v1.35.5+k3s1 DisableItems).
 func TestK3sComponentsPartition(t *testing.T) {
 	known := []string{"coredns", "servicelb", "traefik", "local-storage", "metrics-server", "runtimes"}
 	seen := map[string]bool{}

@@ -7,8 +7,9 @@ import (
 )
 
 // K3sDisabled are k3s's packaged components a lane turns off with
-// `--disable` (names from k3s-io/k3s pkg/cli/cmds/server.go, the flag's
-// list), the same set kind and kubevirtci's kind-sriov run without:
+// `--disable` (names from k3s-io/k3s pkg/cli/cmds/stage.go@v1.35.5+k3s1
+// DisableItems, the list pkg/cli/cmds/server.go's flag names), the same
+// set kind and kubevirtci's kind-sriov run without:
 //
 //   - traefik: an ingress controller no lane test uses, deployed by
 //     helm-controller as a HelmChart (another job pod and a LoadBalancer

@@ -15,7 +15,7 @@ import (
 
 // kubeletLabelError is why kubelet would refuse to start with key=value in
 // --node-labels, or nil. k3s passes every --node-label to kubelet's
-// --node-labels unchanged (k3s-io/k3s pkg/daemons/agent/agent_linux.go@00014d2
+// --node-labels unchanged (k3s-io/k3s pkg/daemons/agent/agent_linux.go@v1.35.5+k3s1
 // kubeletArgsAndConfig: node-labels = strings.Join(cfg.NodeLabels, ",")), and
 // kubelet's ValidateKubeletFlags (kubernetes/kubernetes
 // cmd/kubelet/app/options/options.go@v1.36.3) refuses a key in the
@@ -57,7 +57,7 @@ func kubeletLabelError(key, value string) error {
 // kubeletTaintError is why k3s or kubelet would refuse a taint
 // "key[=value]:effect": k3s parses --node-taint with kubernetes'
 // taints.ParseTaints into kubelet's registerWithTaints and fails the agent
-// on an error (k3s-io/k3s pkg/daemons/agent/agent.go defaultKubeletConfig,
+// on an error (k3s-io/k3s pkg/daemons/agent/agent.go@v1.35.5+k3s1 defaultKubeletConfig,
 // "failed to parse node taints"); the rules are parseTaint in
 // kubernetes/kubernetes pkg/util/taints/taints.go@v1.36.3.
 func kubeletTaintError(spec string) error {

@@ -26,7 +26,7 @@ func runAgent(ctx context.Context, f k3sFlags) error {
 		return err
 	}
 	// Flags win over their environment variables (urfave/cli; k3s-io/k3s
-	// pkg/cli/cmds/agent.go@eaaf1f8: --server EnvVar K3S_URL, --token K3S_TOKEN).
+	// pkg/cli/cmds/agent.go@v1.35.5+k3s1: --server EnvVar K3S_URL, --token K3S_TOKEN).
 	url := flagOrEnv(f.server, "K3S_URL")
 	if url == "" {
 		return errors.New("agent needs K3S_URL (or --server)")

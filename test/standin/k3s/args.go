@@ -7,7 +7,7 @@ import (
 
 // componentArgs merges k3s's defaults for a component with the user's
 // --<component>-arg items as k3s's GetArgs does (k3s-io/k3s
-// pkg/util/args.go@0aa32d5, the same at 2910861):
+// pkg/util/args.go@v1.35.5+k3s1):
 //
 //   - an item is "key=value" or a bare "key" (value "true"), with one
 //     leading "--" dropped if present;

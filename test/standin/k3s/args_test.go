@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// Cases follow what k3s's GetArgs (k3s-io/k3s pkg/util/args.go@0aa32d5)
+// Cases follow what k3s's GetArgs (k3s-io/k3s pkg/util/args.go@v1.35.5+k3s1)
 // does with each kind of item.
 func TestComponentArgsMergesAsK3sGetArgs(t *testing.T) {
 	defaults := map[string]string{"a": "d", "b": "x", "feature-gates": "F=true"}

@@ -22,10 +22,10 @@ import (
 // check that the stand-in does exactly that, on what it computes (the
 // kubelet, kube-proxy, kube-apiserver and controller-manager argv, the
 // files it writes). A row whose stand-in field is set is where the stand-in
-// must differ, with how and why. k3s's stored files are cited by commit
-// where the store names one and by stored version id where it does not
-// (k3s-io/k3s is too big to fetch; the store holds many versions of each
-// file, the one read is the newest found).
+// must differ, with how and why. k3s is cited at the pinned tag
+// v1.35.5+k3s1 where it was read there (commit 6a4781ad, from a fork's
+// snapshot: k3s-io/k3s itself is too big to fetch), else by the stored
+// commit or stored version id read.
 type row struct {
 	input   string // the argument or variable, and who passes it
 	src     string // where k3s's (or k3d's) behaviour was read
@@ -98,7 +98,7 @@ func TestConformanceWithK3s(t *testing.T) {
 	checkRows(t, []row{
 		{
 			input: "K3S_TOKEN (k3d, every node)",
-			src:   "k3d-io/k3d pkg/client/cluster.go@v5.9.0 (GlobalEnv); k3s-io/k3s pkg/cli/cmds/agent.go@eaaf1f8 (--token EnvVar K3S_TOKEN; urfave/cli applies the variable as the default)",
+			src:   "k3d-io/k3d pkg/client/cluster.go@v5.9.0 (GlobalEnv); k3s-io/k3s pkg/cli/cmds/agent.go@v1.35.5+k3s1 (--token EnvVar K3S_TOKEN; urfave/cli applies the variable as the default)",
 			k3s:   "the cluster token; a --token on the command line wins over the variable",
 			check: func(t *testing.T) {
 				t.Setenv("K3S_TOKEN", "from-env")
@@ -112,7 +112,7 @@ func TestConformanceWithK3s(t *testing.T) {
 		},
 		{
 			input: "K3S_URL (k3d, agents)",
-			src:   "k3d-io/k3d pkg/client/cluster.go@v5.9.0 (https://k3d-<name>-server-0:6443); k3s-io/k3s pkg/cli/cmds/agent.go@eaaf1f8 (--server EnvVar K3S_URL)",
+			src:   "k3d-io/k3d pkg/client/cluster.go@v5.9.0 (https://k3d-<name>-server-0:6443); k3s-io/k3s pkg/cli/cmds/agent.go@v1.35.5+k3s1 (--server EnvVar K3S_URL)",
 			k3s:   "the server an agent joins; --server wins; the name resolves with the node's resolver only",
 			standin: "kubelet gets the server's address resolved once, of the node's first address family, where k3s gives it " +
 				"its local load balancer; the stand-in has no load balancer. A name that does not resolve keeps the agent out, as with k3s",
@@ -134,7 +134,7 @@ func TestConformanceWithK3s(t *testing.T) {
 		},
 		{
 			input: "K3S_KUBECONFIG_OUTPUT=/output/kubeconfig.yaml (k3d, every node)",
-			src:   "k3d-io/k3d pkg/types/defaults.go@v5.9.0 DefaultNodeEnv; k3s-io/k3s pkg/server/server.go writeKubeConfig, stored version id 5220317410",
+			src:   "k3d-io/k3d pkg/types/defaults.go@v5.9.0 DefaultNodeEnv; k3s-io/k3s pkg/server/server.go@v1.35.5+k3s1 writeKubeConfig",
 			k3s:   "the admin kubeconfig is written there and /etc/rancher/k3s/k3s.yaml becomes a symlink to it; without it, k3s.yaml itself",
 			check: func(t *testing.T) {
 				dir := t.TempDir()
@@ -164,7 +164,7 @@ func TestConformanceWithK3s(t *testing.T) {
 		},
 		{
 			input:   "--tls-san HOST (k3d, server)",
-			src:     "k3d-io/k3d pkg/client/node.go@v5.9.0 patchServerSpec; k3s-io/k3s pkg/cli/server/server.go, stored version id 3368568039",
+			src:     "k3d-io/k3d pkg/client/node.go@v5.9.0 patchServerSpec; k3s-io/k3s pkg/cli/server/server.go@v1.35.5+k3s1",
 			k3s:     "each item, split at commas, is a SAN beside 127.0.0.1, ::1, localhost, the node name and every node address",
 			standin: "0.0.0.0 and host.k3d.internal are SANs too, for the rig's host-side clients",
 			check: func(t *testing.T) {
@@ -179,7 +179,7 @@ func TestConformanceWithK3s(t *testing.T) {
 		},
 		{
 			input: "--node-label K=V (k3d's nodeLabels)",
-			src:   "k3d-io/k3d pkg/client/node.go@v5.9.0 NodeCreate; k3s-io/k3s pkg/daemons/agent/agent_linux.go@00014d2 kubeletArgsAndConfig; pkg/agent/run.go, stored version id 7849053116, updateMutableLabels",
+			src:   "k3d-io/k3d pkg/client/node.go@v5.9.0 NodeCreate; k3s-io/k3s pkg/daemons/agent/agent_linux.go@v1.35.5+k3s1 kubeletArgsAndConfig; pkg/agent/run.go@v1.35.5+k3s1 updateMutableLabels",
 			k3s:   "every item goes to kubelet's --node-labels unchanged, joined with commas (kubelet refuses kubernetes.io labels outside its set); once the Node exists each item, split at its first =, is patched onto it",
 			check: func(t *testing.T) {
 				f := mustFlags(t, "agent", "--node-label", "sriov_capable=true", "--node-label=node-role.kubernetes.io/worker=worker")
@@ -197,7 +197,7 @@ func TestConformanceWithK3s(t *testing.T) {
 		},
 		{
 			input: "--node-taint K=V:EFFECT",
-			src:   "k3s-io/k3s pkg/daemons/agent/agent.go defaultKubeletConfig, stored version id 46570546410; kubernetes/kubernetes pkg/util/flag/flags.go@v1.36.3 RegisterWithTaintsVar",
+			src:   "k3s-io/k3s pkg/daemons/agent/agent.go@v1.35.5+k3s1 defaultKubeletConfig; kubernetes/kubernetes pkg/util/flag/flags.go@v1.36.3 RegisterWithTaintsVar",
 			k3s:   "parsed with taints.ParseTaints into kubelet's registerWithTaints; a bad taint stops the agent",
 			standin: "passed as kubelet's --register-with-taints, which kubelet parses with the same ParseTaints and refuses alike; " +
 				"the stand-in writes no KubeletConfiguration from Go types",
@@ -210,7 +210,7 @@ func TestConformanceWithK3s(t *testing.T) {
 		},
 		{
 			input: "--kubelet-arg K=V (product: CPU and topology manager, reservations, fail-cgroupv1=false)",
-			src:   "k3s-io/k3s pkg/util/args.go@0aa32d5 GetArgs; pkg/daemons/agent/agent.go startKubelet, stored version id 43943166727",
+			src:   "k3s-io/k3s pkg/util/args.go@v1.35.5+k3s1 GetArgs; pkg/daemons/agent/agent.go@v1.35.5+k3s1 startKubelet",
 			k3s:   "merged over k3s's kubelet defaults by GetArgs: replace, repeat, += appends, -= prepends, sorted",
 			check: func(t *testing.T) {
 				f := mustFlags(t, "agent", "--kubelet-arg=cpu-manager-policy=static", "--kubelet-arg", "kube-reserved=cpu=500m",
@@ -231,7 +231,7 @@ func TestConformanceWithK3s(t *testing.T) {
 		},
 		{
 			input: "kubelet's node-ip and cloud provider (no flag)",
-			src:   "k3s-io/k3s pkg/daemons/agent/agent_linux.go@00014d2 kubeletArgsAndConfig",
+			src:   "k3s-io/k3s pkg/daemons/agent/agent_linux.go@v1.35.5+k3s1 kubeletArgsAndConfig",
 			k3s:   "with its embedded cloud controller (the default) kubelet gets cloud-provider=external and node-ip = every node address",
 			standin: "no cloud-provider: the stand-in runs no cloud controller, which would keep the Node tainted uninitialised; " +
 				"node-ip is every node address, which kubelet then reports as k3s's controller would",
@@ -247,7 +247,7 @@ func TestConformanceWithK3s(t *testing.T) {
 		},
 		{
 			input: "--kube-proxy-arg K=V",
-			src:   "k3s-io/k3s pkg/daemons/agent/agent_linux.go@00014d2 kubeProxyArgs; pkg/util/args.go@0aa32d5 GetArgs",
+			src:   "k3s-io/k3s pkg/daemons/agent/agent_linux.go@v1.35.5+k3s1 kubeProxyArgs; pkg/util/args.go@v1.35.5+k3s1 GetArgs",
 			k3s:   "merged over kube-proxy's defaults (iptables, health on the node family's loopback, every cluster CIDR, conntrack left alone)",
 			check: func(t *testing.T) {
 				f := mustFlags(t, "agent", "--kube-proxy-arg=proxy-mode=nftables")
@@ -261,7 +261,7 @@ func TestConformanceWithK3s(t *testing.T) {
 		},
 		{
 			input: "--cluster-cidr CIDR[,CIDR] (product, server)",
-			src:   "k3s-io/k3s pkg/cli/server/server.go, stored version id 3368568039; pkg/util/net.go@0a3f10c GetDefaultAddresses",
+			src:   "k3s-io/k3s pkg/cli/server/server.go@v1.35.5+k3s1; pkg/util/net.go@v1.35.5+k3s1 GetDefaultAddresses",
 			k3s:   "every item parsed (a bad one stops the server); the first is the primary; default 10.42.0.0/16, or fd00:42::/56 on an IPv6-first node",
 			check: func(t *testing.T) {
 				f := mustFlags(t, "server", "--cluster-cidr=10.42.0.0/16,fd00:10:42::/56", "--service-cidr=10.43.0.0/16,fd00:10:43::/112")
@@ -273,7 +273,7 @@ func TestConformanceWithK3s(t *testing.T) {
 					t.Errorf("cluster CIDRs %s", got)
 				}
 				// kube-controller-manager allocates node CIDRs from every
-				// cluster CIDR (k3s-io/k3s pkg/daemons/control/server.go
+				// cluster CIDR (k3s-io/k3s pkg/daemons/control/server.go@v1.35.5+k3s1
 				// controllerManager: util.JoinIPNets(cfg.ClusterIPRanges)).
 				kcm := controllerManagerArgs(f, "kc", &apiserver.Server{}, joinIPNets(n.clusterCIDRs), joinIPNets(n.serviceCIDRs))
 				if got := argValues(kcm, "cluster-cidr"); !reflect.DeepEqual(got, []string{"10.42.0.0/16,fd00:10:42::/56"}) {
@@ -293,7 +293,7 @@ func TestConformanceWithK3s(t *testing.T) {
 		},
 		{
 			input: "--service-cidr CIDR[,CIDR] (product, ipv6 and dual lanes)",
-			src:   "k3s-io/k3s pkg/cli/server/server.go, stored version id 3368568039 (GetIndexedIP(svcCIDR, 10))",
+			src:   "k3s-io/k3s pkg/cli/server/server.go@v1.35.5+k3s1 (GetIndexedIP(svcCIDR, 10))",
 			k3s:   "every item parsed; cluster DNS is the 10th address of every service CIDR unless --cluster-dns; kubelet gets them all",
 			check: func(t *testing.T) {
 				n, err := serverNetworks(mustFlags(t, "server", "--service-cidr=10.43.0.0/16,fd00:10:43::/112"), net.ParseIP("172.18.0.2"))
@@ -311,7 +311,7 @@ func TestConformanceWithK3s(t *testing.T) {
 		},
 		{
 			input: "node addresses without --node-ip (every node)",
-			src:   "k3s-io/k3s pkg/util/net.go@0a3f10c GetHostnameAndIPs; k8s.io/apimachinery pkg/util/net/interface.go@v0.36.3 ChooseHostInterface, ResolveBindAddress",
+			src:   "k3s-io/k3s pkg/util/net.go@v1.35.5+k3s1 GetHostnameAndIPs; k8s.io/apimachinery pkg/util/net/interface.go@v0.36.3 ChooseHostInterface, ResolveBindAddress",
 			k3s:   "the default route's interface address, IPv4 first; when IPv4, also the IPv6 address an IPv6-first lookup finds, if different: a node with IPv4 and IPv6 default routes gets both",
 			check: func(t *testing.T) {
 				for _, tc := range []struct{ primary, v6, want string }{
@@ -329,7 +329,7 @@ func TestConformanceWithK3s(t *testing.T) {
 		},
 		{
 			input: "--node-ip IP[,IP]",
-			src:   "k3s-io/k3s pkg/cli/cmds/agent.go@eaaf1f8 (node-ip,i: a string slice); pkg/util/net.go@0a3f10c GetHostnameAndIPs, ParseStringSliceToIPs; pkg/cli/server/server.go, stored version id 3368568039",
+			src:   "k3s-io/k3s pkg/cli/cmds/agent.go@v1.35.5+k3s1 (node-ip,i: a string slice); pkg/util/net.go@v1.35.5+k3s1 GetHostnameAndIPs, ParseStringSliceToIPs; pkg/cli/server/server.go@v1.35.5+k3s1",
 			k3s:   "the node's addresses, in order; a bad one stops k3s; on a server the first is kube-apiserver's --advertise-address",
 			check: func(t *testing.T) {
 				f := mustFlags(t, "server", "--node-ip=fd00::2,172.18.0.2")
@@ -354,7 +354,7 @@ func TestConformanceWithK3s(t *testing.T) {
 		},
 		{
 			input: "node addresses against --cluster-cidr and --service-cidr (every node)",
-			src:   "k3s-io/k3s pkg/agent/config/config.go@001a6d9 (address order); pkg/agent/run.go, stored version id 7849053116, run",
+			src:   "k3s-io/k3s pkg/agent/config/config.go@v1.35.5+k3s1 (address order); pkg/agent/run.go@v1.35.5+k3s1 run",
 			k3s:   "the address of the primary cluster CIDR's family goes first; cluster and service CIDRs of different families, or node addresses lacking a cluster family, stop the agent",
 			check: func(t *testing.T) {
 				v6, dual, v4 := cidrsOf(t, "fd00:10:42::/56"), cidrsOf(t, "10.42.0.0/16,fd00:10:42::/56"), cidrsOf(t, "10.42.0.0/16")
@@ -394,7 +394,7 @@ func TestConformanceWithK3s(t *testing.T) {
 		},
 		{
 			input: "listen and health addresses (no flag)",
-			src:   "k3s-io/k3s pkg/daemons/agent/agent.go defaultKubeletConfig, stored version id 46570546410; pkg/util/net.go@0a3f10c GetDefaultAddresses",
+			src:   "k3s-io/k3s pkg/daemons/agent/agent.go@v1.35.5+k3s1 defaultKubeletConfig; pkg/util/net.go@v1.35.5+k3s1 GetDefaultAddresses",
 			k3s:   "kubelet listens on 0.0.0.0, or :: when the first node address is IPv6, with health on 127.0.0.1 or ::1",
 			check: func(t *testing.T) {
 				// Parsed as kubelet parses it: an unquoted "::" is no YAML
@@ -426,7 +426,7 @@ func TestConformanceWithK3s(t *testing.T) {
 		},
 		{
 			input: "--disable=traefik, --disable=servicelb, --disable=metrics-server (product, server)",
-			src:   "k3s-io/k3s pkg/cli/server/server.go, stored version id 3368568039 (Skips/Disables)",
+			src:   "k3s-io/k3s pkg/cli/server/server.go@v1.35.5+k3s1 (Skips/Disables)",
 			k3s:   "the named packaged components are not deployed; k3s does not check the names",
 			standin: "the same for the names (a misspelt one is taken and disables nothing); of the components it deploys " +
 				"CoreDNS and local-storage, and it refuses to start with traefik, servicelb or metrics-server enabled (packaged.go)",
@@ -442,7 +442,7 @@ func TestConformanceWithK3s(t *testing.T) {
 		},
 		{
 			input:   "--flannel-backend=none (product, server)",
-			src:     "k3s-io/k3s pkg/agent/config/config.go@001a6d9 (NoFlannel: CNI in /etc/cni/net.d and /opt/cni/bin)",
+			src:     "k3s-io/k3s pkg/executor/embed/embed.go@v1.35.5+k3s1 (CNI dirs set for embedded flannel only); pkg/agent/templates/templates.go@v1.35.5+k3s1 (no cni section without them); containerd/containerd internal/cri/config/config_unix.go@v2.2.3 (defaults /opt/cni/bin, /etc/cni/net.d)",
 			k3s:     "no embedded flannel; containerd's CNI uses the standard directories, where the lane's CNI installs itself",
 			standin: "any other backend is refused: the stand-in embeds no flannel",
 			check: func(t *testing.T) {
@@ -458,7 +458,7 @@ func TestConformanceWithK3s(t *testing.T) {
 		},
 		{
 			input:   "--disable-network-policy (product, server)",
-			src:     "k3s-io/k3s pkg/agent/config/config.go@001a6d9 (DisableNPC from the server)",
+			src:     "k3s-io/k3s pkg/agent/config/config.go@v1.35.5+k3s1 (DisableNPC from the server)",
 			k3s:     "no embedded network policy controller",
 			standin: "the stand-in never runs one: without the flag k3s would run kube-router's, which the lane never asks for",
 			check: func(t *testing.T) {
@@ -472,7 +472,7 @@ func TestConformanceWithK3s(t *testing.T) {
 		},
 		{
 			input:   "/etc/rancher/k3s/registries.yaml (k3d, from the product's registries config)",
-			src:     "k3d-io/k3d pkg/client/cluster.go@v5.9.0 (DefaultRegistriesFilePath); k3s-io/k3s pkg/agent/containerd/config.go@9e06189 getHostConfigs, normalizeEndpointAddress",
+			src:     "k3d-io/k3d pkg/client/cluster.go@v5.9.0 (DefaultRegistriesFilePath); k3s-io/k3s pkg/agent/containerd/config.go@v1.35.5+k3s1 getHostConfigs, normalizeEndpointAddress",
 			k3s:     "one certs.d/<registry>/hosts.toml per mirror (\"*\" as _default); endpoints normalised; a path other than /v2 kept with override_path",
 			standin: "configs, auths and rewrites are refused, not rendered: the product sets none",
 			check: func(t *testing.T) {

@@ -79,9 +79,9 @@ func boolean(p func(f *k3sFlags) *bool) func(*k3sFlags, string) error {
 }
 
 // flagSpecs names every flag the stand-in accepts and what it does with it.
-// Names follow k3s-io/k3s pkg/cli/cmds/{server,agent}.go; `-t` and `-s` are
-// k3s's short forms of --token and --server, `-i` of --node-ip
-// (k3s-io/k3s pkg/cli/cmds/agent.go@eaaf1f8).
+// Names follow k3s-io/k3s pkg/cli/cmds/{server,agent}.go@v1.35.5+k3s1; `-t`
+// and `-s` are k3s's short forms of --token and --server, `-i` of --node-ip
+// (k3s-io/k3s pkg/cli/cmds/agent.go@v1.35.5+k3s1).
 var flagSpecs = map[string]flagSpec{
 	"token":          {stringFlag, false, str(func(f *k3sFlags) *string { return &f.token })},
 	"t":              {stringFlag, false, str(func(f *k3sFlags) *string { return &f.token })},
@@ -181,8 +181,8 @@ func knownFlags(role string) string {
 
 // labels are the --node-label items as k3s's agent puts them on its Node
 // through the API once kubelet registered it: each item split at its first
-// "=" (a bare key gets ""), commas not split (k3s-io/k3s pkg/agent/run.go,
-// stored version id 7849053116, updateMutableLabels).
+// "=" (a bare key gets ""), commas not split (k3s-io/k3s
+// pkg/agent/run.go@v1.35.5+k3s1 updateMutableLabels).
 func (f k3sFlags) labels() map[string]string {
 	m := map[string]string{}
 	for _, l := range f.nodeLabels {

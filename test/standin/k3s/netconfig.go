@@ -30,7 +30,7 @@ func splitList(values ...string) []string {
 
 // parseCIDRs parses a --cluster-cidr or --service-cidr, refusing what
 // k3s's server refuses at start ("invalid cluster-cidr %s",
-// k3s-io/k3s pkg/cli/server/server.go, stored version id 3368568039).
+// k3s-io/k3s pkg/cli/server/server.go@v1.35.5+k3s1).
 func parseCIDRs(flag string, values []string) ([]*net.IPNet, error) {
 	var out []*net.IPNet
 	for _, v := range splitList(values...) {
@@ -73,7 +73,7 @@ var systemHost = hostDetector{
 }
 
 // nodeIPs are the node's addresses as k3s's GetHostnameAndIPs picks them
-// (k3s-io/k3s pkg/util/net.go@0a3f10c): the --node-ip values (each a comma
+// (k3s-io/k3s pkg/util/net.go@v1.35.5+k3s1): the --node-ip values (each a comma
 // list) when given, else the host interface's address and, when that is
 // IPv4, the IPv6 address an IPv6-first lookup finds if it differs. A node on
 // a network with IPv4 and IPv6 default routes thus gets both, IPv4 first.
@@ -106,7 +106,7 @@ func nodeIPs(flagIPs []string, host hostDetector) ([]net.IP, error) {
 
 // clusterFamilyFirst puts first the node address of the primary cluster
 // CIDR's family, as k3s's agent does before anything uses them
-// (k3s-io/k3s pkg/agent/config/config.go@001a6d9: swap nodeIPs[0] and [1]
+// (k3s-io/k3s pkg/agent/config/config.go@v1.35.5+k3s1: swap nodeIPs[0] and [1]
 // when ClusterIPRange's family differs from nodeIPs[0]'s).
 func clusterFamilyFirst(ips []net.IP, clusterCIDRs []*net.IPNet) []net.IP {
 	out := append([]net.IP(nil), ips...)
@@ -117,10 +117,10 @@ func clusterFamilyFirst(ips []net.IP, clusterCIDRs []*net.IPNet) []net.IP {
 }
 
 // validateFamilies refuses what k3s's agent refuses before it starts
-// anything (k3s-io/k3s pkg/agent/run.go, stored version id 7849053116,
-// run): cluster and service CIDRs of different IP families, or node
-// addresses lacking a family of the cluster CIDR. The primary CIDRs are
-// the first of each list, as the server hands them to its agents.
+// anything (k3s-io/k3s pkg/agent/run.go@v1.35.5+k3s1 run): cluster and
+// service CIDRs of different IP families, or node addresses lacking a
+// family of the cluster CIDR. The primary CIDRs are the first of each
+// list, as the server hands them to its agents.
 func validateFamilies(clusterCIDRs, serviceCIDRs []*net.IPNet, ips []net.IP) error {
 	if len(clusterCIDRs) == 0 || len(serviceCIDRs) == 0 || len(ips) == 0 {
 		return fmt.Errorf("cluster-cidr %v, service-cidr %v and node-ip %v must all be set", clusterCIDRs, serviceCIDRs, ips)
@@ -150,7 +150,7 @@ func validateFamilies(clusterCIDRs, serviceCIDRs []*net.IPNet, ips []net.IP) err
 }
 
 // defaultCIDRs are k3s's cluster and service CIDRs for a node whose first
-// address is ip (k3s-io/k3s pkg/util/net.go@0a3f10c GetDefaultAddresses).
+// address is ip (k3s-io/k3s pkg/util/net.go@v1.35.5+k3s1 GetDefaultAddresses).
 func defaultCIDRs(ip net.IP) (cluster, service string) {
 	if utilsnet.IsIPv6(ip) {
 		return "fd00:42::/56", "fd00:43::/112"
@@ -160,7 +160,7 @@ func defaultCIDRs(ip net.IP) (cluster, service string) {
 
 // clusterDNSIPs are k3s's cluster DNS addresses when --cluster-dns is not
 // given: the 10th address of every service CIDR (k3s-io/k3s
-// pkg/cli/server/server.go, stored version id 3368568039, GetIndexedIP(svcCIDR, 10)).
+// pkg/cli/server/server.go@v1.35.5+k3s1, GetIndexedIP(svcCIDR, 10)).
 func clusterDNSIPs(serviceCIDRs []*net.IPNet) ([]net.IP, error) {
 	var out []net.IP
 	for _, n := range serviceCIDRs {
@@ -193,10 +193,10 @@ type networks struct {
 }
 
 // serverNetworks derives the networks from the server's flags the way k3s's
-// server does (k3s-io/k3s pkg/cli/server/server.go, stored version id
-// 3368568039): defaults for the family of its first node address when a
-// CIDR flag is absent, every item parsed, and --cluster-dns or the 10th
-// address of every service CIDR.
+// server does (k3s-io/k3s pkg/cli/server/server.go@v1.35.5+k3s1): defaults
+// for the family of its first node address when a CIDR flag is absent,
+// every item parsed, and --cluster-dns or the 10th address of every
+// service CIDR.
 func serverNetworks(f k3sFlags, firstNodeIP net.IP) (networks, error) {
 	var n networks
 	defCluster, defService := defaultCIDRs(firstNodeIP)
@@ -230,8 +230,9 @@ func serverNetworks(f k3sFlags, firstNodeIP net.IP) (networks, error) {
 
 // firstValidIP is the first address among --node-ip values, which k3s's
 // server advertises as kube-apiserver's --advertise-address (k3s-io/k3s
-// pkg/util/net.go@0a3f10c GetFirstValidIPString; pkg/cli/server/server.go,
-// stored version id 3368568039). Without --node-ip k3s sets none.
+// pkg/util/net.go@v1.35.5+k3s1 GetFirstValidIPString;
+// pkg/cli/server/server.go@v1.35.5+k3s1). Without --node-ip (or
+// --node-external-ip, which the stand-in does not take) k3s sets none.
 func firstValidIP(values []string) string {
 	for _, s := range splitList(values...) {
 		if net.ParseIP(s) != nil {

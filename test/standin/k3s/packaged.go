@@ -10,15 +10,15 @@ package main
 // Helm-controller v0.17.1) and the images the release's airgap list
 // names:
 //
-//   - At start a server registers its CRDs (pkg/server/context.go,
-//     registerCrds: k3s-io/api's Addon and ETCDSnapshotFile, and, unless
+//   - At start a server registers its CRDs (pkg/server/context.go@v1.35.5+k3s1
+//     registerCRDs: k3s-io/api's Addon and ETCDSnapshotFile, and, unless
 //     --disable-helm-controller, helm-controller's HelmChart and
 //     HelmChartConfig), writes its manifests into
 //     <data-dir>/server/manifests, leaving out every --disable'd one
-//     (pkg/server/server.go stageFiles, deploy.Stage with the Skips), and
-//     creates kube-system/cluster-dns (setClusterDNSConfig, which logs
-//     "Cluster dns configmap has been set successfully", the line k3d waits
-//     for before it rewrites coredns.yaml).
+//     (pkg/server/server.go@v1.35.5+k3s1 stageFiles, deploy.Stage with the
+//     Skips), and creates kube-system/cluster-dns (setClusterDNSConfig,
+//     which logs "Cluster dns configmap has been set successfully", the
+//     line k3d waits for before it rewrites coredns.yaml).
 //   - The deploy controller (pkg/deploy/controller.go@0301210) lists that
 //     directory at once and every 15 s; a file named after a --disable'd
 //     component is deleted with every object it made and its Addon; dot
@@ -92,7 +92,7 @@ import (
 const (
 	manifestsDir = "/var/lib/rancher/k3s/server/manifests"
 	// defaultLocalStoragePath is k3s's --default-local-storage-path:
-	// <data-dir>/storage (pkg/cli/server/server.go).
+	// <data-dir>/storage (k3s-io/k3s pkg/cli/server/server.go@v1.35.5+k3s1).
 	defaultLocalStoragePath = "/var/lib/rancher/k3s/storage"
 
 	// k3s v1.35.5+k3s1's images (the release's airgap image list), as its
@@ -1118,7 +1118,7 @@ func nodeHosts(hosts, node, addr string, removed bool) (string, bool) {
 
 // dnsFamilyPolicy is the kube-dns Service's ipFamilyPolicy: RequireDualStack
 // with an address per family, else SingleStack (k3s-io/k3s
-// pkg/server/server.go stageFiles, stored version id 5220317410).
+// pkg/server/server.go@v1.35.5+k3s1 stageFiles).
 func dnsFamilyPolicy(clusterDNS []string) corev1.IPFamilyPolicy {
 	if len(clusterDNS) > 1 {
 		return corev1.IPFamilyPolicyRequireDualStack

@@ -12,9 +12,9 @@ import (
 // startProc starts one component as k3s starts (in-process) its kubelet,
 // kube-proxy and control plane, whose logs therefore reach k3s's stderr,
 // the container log k3d and `sriov-lane export logs` read (k3s-io/k3s
-// pkg/daemons/executor/embed.go@5c8d66f: each component's cobra command
+// pkg/executor/embed/embed.go@v1.35.5+k3s1: each component's cobra command
 // runs in a goroutine of the k3s process). containerd is k3s's child with
-// its own log file (k3s-io/k3s pkg/agent/config/config.go@eaaf1f8:
+// its own log file (k3s-io/k3s pkg/agent/config/config.go@v1.35.5+k3s1:
 // Containerd.Log is <data-dir>/agent/containerd/containerd.log), so its
 // output is not echoed:
 // echo says which kind a component is. With logPath set the output is also

@@ -13,8 +13,9 @@ import (
 
 // Where k3s reads the registry configuration k3d writes into every node,
 // and where it renders containerd's per-registry hosts files (k3s-io/k3s
-// pkg/cli/cmds/agent.go PrivateRegistry default; pkg/agent/config/config.go
-// Containerd.Registry = <agent dir>/etc/containerd/certs.d).
+// pkg/cli/cmds/agent.go@v1.35.5+k3s1 --private-registry default;
+// pkg/agent/config/config.go@v1.35.5+k3s1 Containerd.Registry =
+// <agent dir>/etc/containerd/certs.d).
 const (
 	registriesFile = "/etc/rancher/k3s/registries.yaml"
 	registryDir    = agentDir + "/etc/containerd/certs.d"
@@ -38,12 +39,13 @@ type registries struct {
 }
 
 // writeRegistryHosts renders registries.yaml into containerd hosts.toml
-// files the way k3s does (k3s-io/k3s pkg/agent/containerd/config.go
-// getHostConfigs at stored commit 06ea261c): one directory per mirrored
-// registry, "*" as containerd's "_default", endpoints tried in order before
-// the registry itself, an endpoint without scheme is https unless it is
-// localhost on an odd port. It returns whether any file was written (then
-// containerd's config_path points at registryDir).
+// files the way k3s does (k3s-io/k3s
+// pkg/agent/containerd/config.go@v1.35.5+k3s1 getHostConfigs): one
+// directory per mirrored registry, "*" as containerd's "_default",
+// endpoints tried in order before the registry itself, an endpoint without
+// scheme is https unless it is localhost on an odd port. It returns whether
+// any file was written (then containerd's config_path points at
+// registryDir).
 func writeRegistryHosts() (bool, error) {
 	if err := os.RemoveAll(registryDir); err != nil {
 		return false, err
@@ -73,7 +75,7 @@ func writeRegistryHosts() (bool, error) {
 
 // registryHosts maps a certs.d directory name to its hosts.toml, as k3s's
 // getHostConfigs and normalizeEndpointAddress build them (k3s-io/k3s
-// pkg/agent/containerd/config.go@9e06189): per mirrored registry the
+// pkg/agent/containerd/config.go@v1.35.5+k3s1): per mirrored registry the
 // registry itself as the default ("server", none for "*"), then each
 // endpoint in order, normalised, an invalid one ignored with a warning and
 // a duplicate skipped; a last endpoint equal to the default becomes the

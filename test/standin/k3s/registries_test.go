@@ -60,7 +60,7 @@ func TestRegistryHostsRefusesWhatTheStandinDoesNotDo(t *testing.T) {
 }
 
 // What k3s's getHostConfigs does beyond the plain case (k3s-io/k3s
-// pkg/agent/containerd/config.go@9e06189).
+// pkg/agent/containerd/config.go@v1.35.5+k3s1).
 func TestRegistryHostsPathsDuplicatesAndDefaults(t *testing.T) {
 	got, err := registryHosts([]byte(`mirrors:
   "*":

@@ -22,9 +22,14 @@ import (
 	"github.com/sriov-lane/sriov-lane/test/proc"
 )
 
-// Paths as k3s lays them out in a node (k3s-io/k3s pkg/cli/cmds/agent.go
-// defaults under /var/lib/rancher/k3s/agent; pkg/agent/config/config.go:
-// containerd root, state, socket and config path; the airgap image dir).
+// Paths as k3s lays them out in a node (k3s-io/k3s
+// pkg/cli/cmds/agent.go@v1.35.5+k3s1: --data-dir /var/lib/rancher/k3s;
+// pkg/agent/config/config.go@v1.35.5+k3s1 get: under <data-dir>/agent
+// containerd's root, config and log, the airgap image dir, kubelet's
+// kubeconfig and static pod dir; pkg/agent/config/config_linux.go@v1.35.5+k3s1
+// applyContainerdOSSpecificConfig: containerd's state and socket).
+// kubeletConfigFile and kubeletCertDir are the stand-in's own: k3s writes
+// kubelet drop-ins under etc/kubelet.conf.d and sets no cert-dir.
 const (
 	agentDir          = "/var/lib/rancher/k3s/agent"
 	containerdRoot    = agentDir + "/containerd"
@@ -37,25 +42,30 @@ const (
 	kubeletConfigFile = agentDir + "/etc/kubelet.conf"
 	kubeletCertDir    = agentDir + "/kubelet-pki"
 	// k3s hands kubelet a serving certificate by these names
-	// (k3s-io/k3s pkg/agent/config/config.go ServingKubeletCert/Key,
-	// set as tlsCertFile/tlsPrivateKeyFile in pkg/daemons/agent).
+	// (k3s-io/k3s pkg/agent/config/config.go@v1.35.5+k3s1 ServingKubeletCert/Key,
+	// set as tlsCertFile/tlsPrivateKeyFile by pkg/daemons/agent/agent.go@v1.35.5+k3s1
+	// defaultKubeletConfig).
 	servingKubeletCert = agentDir + "/serving-kubelet.crt"
 	servingKubeletKey  = agentDir + "/serving-kubelet.key"
 	podManifestsDir    = agentDir + "/pod-manifests"
 
 	// With --flannel-backend=none (the only backend the stand-in takes)
-	// k3s points containerd at the standard CNI directories
-	// (k3s-io/k3s pkg/agent/config/config.go: NoFlannel).
+	// k3s sets no CNI dirs (k3s-io/k3s pkg/executor/embed/embed.go@v1.35.5+k3s1
+	// sets them for its flannel only), its containerd template then has no
+	// cni section (pkg/agent/templates/templates.go@v1.35.5+k3s1), and
+	// containerd uses these, its defaults (containerd/containerd
+	// internal/cri/config/config_unix.go@v2.2.3).
 	cniBinDir  = "/opt/cni/bin"
 	cniConfDir = "/etc/cni/net.d"
 
 	// defaultPauseImage is k3s's sandbox image, pulled at run time as k3s
 	// pulls it (through the lane's "*" mirror when it has one): v1.35.5 still
-	// pins pause 3.6 (k3s-io/k3s pkg/cli/cmds/const_linux.go
-	// DefaultPauseImage; k3s-io/k3s issue 14384 bumps it from v1.35.6 on), and the
-	// rancher/k3s image carries no airgap image of it. --pause-image
-	// overrides it as in k3s. The product lists the same name
-	// (pkg/provider K3sPauseImage; a test keeps the two equal).
+	// pins pause 3.6 (k3s-io/k3s pkg/cli/cmds/agent.go@v1.35.5+k3s1:
+	// --pause-image defaults to rancher/mirrored-pause:3.6; k3s-io/k3s issue
+	// 14384 bumps it from v1.35.6 on), and the rancher/k3s image carries no
+	// airgap image of it. --pause-image overrides it as in k3s. The product
+	// lists the same name (pkg/provider K3sPauseImage; a test keeps the two
+	// equal).
 	defaultPauseImage = "docker.io/rancher/mirrored-pause:3.6"
 )
 
@@ -129,7 +139,7 @@ func startNode(ctx context.Context, o nodeOptions) ([]*proc.Process, error) {
 }
 
 // kubeProxyArgs are k3s's kube-proxy flags (k3s-io/k3s
-// pkg/daemons/agent/agent_linux.go@00014d2 kubeProxyArgs): iptables mode,
+// pkg/daemons/agent/agent_linux.go@v1.35.5+k3s1 kubeProxyArgs): iptables mode,
 // health on the loopback of the node address's family, every cluster CIDR,
 // and conntrack limits left alone (0): nf_conntrack_max and the timeouts are
 // not namespaced, a node in a container must not set them.
@@ -150,8 +160,9 @@ func binPath(name string) string { return filepath.Join(assetsDir(), name) }
 
 // loopback and listenAddress follow the family of the node's first
 // address: k3s binds kubelet's and kube-proxy's health to ::1 on an IPv6
-// node and kubelet's server to :: (k3s-io/k3s pkg/daemons/agent/agent.go
-// defaultKubeletConfig, stored version id 46570546410; pkg/util/net.go@0a3f10c
+// node and kubelet's server to :: (k3s-io/k3s
+// pkg/daemons/agent/agent.go@v1.35.5+k3s1 defaultKubeletConfig,
+// agent_linux.go@v1.35.5+k3s1 kubeProxyArgs; pkg/util/net.go@v1.35.5+k3s1
 // GetDefaultAddresses).
 func (o nodeOptions) loopback() string {
 	if o.ipv6First() {
@@ -169,11 +180,14 @@ func (o nodeOptions) listenAddress() string {
 
 // containerdConfigTOML follows what k3s's template sets for a node on
 // cgroupfs with --flannel-backend=none (k3s-io/k3s
-// pkg/agent/templates/templates_linux.go): overlayfs, the pinned sandbox
-// image, runc v2 without systemd cgroups, the standard CNI dirs. One
+// pkg/agent/templates/templates.go@v1.35.5+k3s1 ContainerdConfigTemplateV3,
+// filled in by pkg/agent/containerd/config_linux.go@v1.35.5+k3s1): overlayfs,
+// the pinned sandbox image, runc v2 without systemd cgroups, the standard
+// CNI dirs (containerd's defaults, which k3s leaves). One
 // deviation, derived from the machine rather than set for the rig:
 // restrict_oom_score_adj is on when this process lacks CAP_SYS_RESOURCE
-// (k3s turns it on for rootless, where the same capability is missing):
+// (k3s turns it on in a user namespace, as rootless, where the same
+// capability is missing):
 // without it every pod sandbox fails to set its -998 oom_score_adj.
 //
 // With registries.yaml present, config_path points CRI's image service at
@@ -253,7 +267,8 @@ func waitSocket(ctx context.Context, p *proc.Process, path string, timeout time.
 
 // importAirgapImages imports every image tarball under the agent's images
 // directory into the k8s.io namespace at start, as k3s does with its
-// airgap images (k3s-io/k3s pkg/agent/containerd/containerd.go).
+// airgap images (k3s-io/k3s pkg/agent/containerd/containerd.go@v1.35.5+k3s1
+// PreloadImages).
 func importAirgapImages(ctx context.Context) error {
 	files, err := filepath.Glob(filepath.Join(airgapImagesDir, "*.tar"))
 	if err != nil || len(files) == 0 {
@@ -305,10 +320,10 @@ func protectHostSysctls() error {
 }
 
 // kubeletConfig is a KubeletConfiguration with the values k3s sets by
-// default (k3s-io/k3s pkg/daemons/agent/agent.go defaultKubeletConfig and
-// agent_linux.go): cgroupfs driver, no swap check, cluster DNS at the 10th
-// service address, 5% disk eviction, serialised pulls off, the static pod
-// dir. Authentication and authorisation differ: k3s gives kubelet a client
+// default (k3s-io/k3s pkg/daemons/agent/agent.go@v1.35.5+k3s1
+// defaultKubeletConfig and agent_linux.go@v1.35.5+k3s1 kubeletArgsAndConfig):
+// cgroupfs driver, no swap check, cluster DNS at the 10th service address,
+// 5% disk eviction, serialised pulls off, the static pod dir. Authentication and authorisation differ: k3s gives kubelet a client
 // CA and webhook modes; the stand-in API server has no kubelet client
 // certificate, so kubelet allows the node-local network (stand-in only).
 // As with k3s, kubelet gets a serving certificate and does not make its
@@ -412,7 +427,7 @@ func writeKubeletFiles(o nodeOptions) error {
 }
 
 // kubeletArgs are k3s's kubelet flags for this node (k3s-io/k3s
-// pkg/daemons/agent/agent_linux.go@00014d2 kubeletArgsAndConfig) merged with
+// pkg/daemons/agent/agent_linux.go@v1.35.5+k3s1 kubeletArgsAndConfig) merged with
 // --kubelet-arg items as k3s merges them (componentArgs). Every --node-label
 // goes to --node-labels unchanged, joined with commas, so kubelet refuses a
 // label it may not set as it does under k3s. k3s runs its cloud controller
@@ -443,7 +458,7 @@ func kubeletArgs(o nodeOptions) []string {
 }
 
 // containerized mirrors k3s's test for running in a container (k3s-io/k3s
-// pkg/cgroups/cgroups_linux.go CheckCgroups): PID 1's systemd (v1) or
+// pkg/cgroups/cgroups_linux.go@v1.35.5+k3s1 CheckCgroups): PID 1's systemd (v1) or
 // unified (v2) cgroup is neither / nor /init.scope. k3s then gives kubelet
 // and the runtime their own /k3s cgroup.
 func containerized(procCgroup string) bool {

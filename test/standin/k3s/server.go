@@ -36,7 +36,7 @@ const (
 )
 
 // runServer starts what a k3s server runs (k3s-io/k3s
-// pkg/daemons/control/server.go): etcd + kube-apiserver,
+// pkg/daemons/control/server.go@v1.35.5+k3s1 Server): etcd + kube-apiserver,
 // kube-controller-manager and kube-scheduler, then the node half
 // (containerd + kubelet) every k3s server also runs, and k3s's packaged
 // components; it publishes the kubeconfig and manifests where k3d reads them.
@@ -50,7 +50,7 @@ func runServer(ctx context.Context, f k3sFlags) error {
 		return err
 	}
 	// A flag given on the command line wins over its environment variable
-	// (urfave/cli; k3s-io/k3s pkg/cli/cmds/agent.go@eaaf1f8: --token EnvVar K3S_TOKEN).
+	// (urfave/cli; k3s-io/k3s pkg/cli/cmds/agent.go@v1.35.5+k3s1: --token EnvVar K3S_TOKEN).
 	token := flagOrEnv(f.token, "K3S_TOKEN")
 	port := 6443
 	if f.httpsPort != "" {
@@ -177,10 +177,11 @@ func runServer(ctx context.Context, f k3sFlags) error {
 }
 
 // controllerManagerArgs are k3s's kube-controller-manager flags
-// (k3s-io/k3s pkg/daemons/control/server.go controllerManager): node CIDR
-// allocation from --cluster-cidr, service-account credentials signed with
-// the API server's key, the cluster CA as root CA and signer. Cloud
-// controllers stay off as with k3s's embedded CCM.
+// (k3s-io/k3s pkg/daemons/control/server.go@v1.35.5+k3s1 controllerManager):
+// node CIDR allocation from --cluster-cidr, service-account credentials
+// signed with the API server's key, the cluster CA as root CA. k3s signs
+// with its client and server CAs; the stand-in's one CA signs for both.
+// Cloud controllers stay off as with k3s's embedded CCM.
 func controllerManagerArgs(f k3sFlags, kubeconfig string, srv *apiserver.Server, clusterCIDR, serviceCIDR string) []string {
 	return componentArgs(map[string]string{
 		"kubeconfig":                       kubeconfig,
@@ -208,7 +209,7 @@ func assetsDir() string {
 }
 
 // nodeName is --node-name (env K3S_NODE_NAME) or the hostname, lower-cased
-// as k3s does for Kubernetes (k3s-io/k3s pkg/util/net.go@0a3f10c
+// as k3s does for Kubernetes (k3s-io/k3s pkg/util/net.go@v1.35.5+k3s1
 // GetHostnameAndIPs).
 func nodeName(f k3sFlags) (string, error) {
 	if n := firstNonEmpty(f.nodeName, os.Getenv("K3S_NODE_NAME")); n != "" {
@@ -227,7 +228,7 @@ func flagOrEnv(flag, env string) string { return firstNonEmpty(flag, os.Getenv(e
 
 // serverSANs are the serving certificate's names: k3s's own loopbacks,
 // node name and node addresses, and the --tls-san items split at commas
-// (k3s-io/k3s pkg/cli/server/server.go, stored version id 3368568039); k3d
+// (k3s-io/k3s pkg/cli/server/server.go@v1.35.5+k3s1); k3d
 // passes its API host through --tls-san (k3d-io/k3d
 // pkg/client/node.go@v5.9.0 patchServerSpec). 0.0.0.0 and host.k3d.internal
 // are the stand-in's, for the rig's host-side clients.
@@ -265,8 +266,8 @@ func apiserverListen(serviceCIDRs []*net.IPNet, nodeIPFlags []string) (bind stri
 // K3S_KUBECONFIG_OUTPUT (--write-kubeconfig; k3d sets /output/kubeconfig.yaml,
 // k3d-io/k3d pkg/types/defaults.go@v5.9.0 DefaultNodeEnv) with
 // /etc/rancher/k3s/k3s.yaml a symlink to it, or at /etc/rancher/k3s/k3s.yaml
-// itself without one (k3s-io/k3s pkg/server/server.go writeKubeConfig,
-// stored version id 5220317410). k3s's kubectl looks there (kubectl.go).
+// itself without one (k3s-io/k3s pkg/server/server.go@v1.35.5+k3s1
+// writeKubeConfig). k3s's kubectl looks there (kubectl.go).
 func writeKubeconfig(data []byte, output, global string) error {
 	target := firstNonEmpty(output, global)
 	if err := writeFile(target, data, 0o600); err != nil {

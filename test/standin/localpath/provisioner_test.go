@@ -17,7 +17,7 @@ import (
 )
 
 // k3s's config.json and helper pod template (k3s-io/k3s
-// manifests/local-storage.yaml, with the default storage path).
+// manifests/local-storage.yaml@v1.35.5+k3s1, with the default storage path).
 const (
 	k3sConfig = `{"nodePathMap":[{"node":"DEFAULT_PATH_FOR_NON_LISTED_NODES","paths":["/var/lib/rancher/k3s/storage"]}]}`
 	k3sHelper = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: helper-pod\nspec:\n  containers:\n  - name: helper-pod\n    image: rancher/mirrored-library-busybox:1.37.0\n    imagePullPolicy: IfNotPresent\n"

@@ -231,8 +231,9 @@ func (e *env) phases() []phase {
 		}},
 		// The node image: the stand-in k3s supervisor as /bin/k3s and the
 		// real components it starts, in rancher/k3s's places (k3s-io/k3s
-		// package/Dockerfile: k3s's data archive unpacked at /, binaries
-		// and CNI plugins in /bin, iptables in /bin/aux, these VOLUMEs).
+		// package/Dockerfile@v1.35.5+k3s1: k3s's data archive unpacked at /,
+		// binaries and CNI plugins in /bin, iptables in /bin/aux, these
+		// VOLUMEs).
 		// /var/lib/rancher/k3s holds containerd's root (agent/containerd),
 		// so it is a Docker volume, as overlayfs snapshots cannot live on
 		// the container's own overlay. k3s links kubectl to its multi-call
