@@ -422,7 +422,11 @@ func holdVF(t *testing.T, r *rig.Rig, l *lane) {
 // TestHostSysctlsRestoredByDown changes vm.overcommit_memory on the host
 // as every node's kubelet does at start (the rig's stand-in nodes keep
 // their kubelets off the host's sysctls); down, the host's last lane,
-// puts back the value recorded before the cluster existed.
+// puts back the value recorded before the cluster existed. up is killed
+// once its nodes run: the record is made at "create cluster", and the
+// rest of up (PFs, components) adds nothing to it. The test is serial
+// (the host's last lane), so every parallel e2e test waits for it: a
+// whole up here was 44 s of make test's critical path.
 func TestHostSysctlsRestoredByDown(t *testing.T) {
 	requireRig(t)
 	const key = "/proc/sys/vm/overcommit_memory"
@@ -439,7 +443,19 @@ func TestHostSysctlsRestoredByDown(t *testing.T) {
 	s := testutil.TakeSlot(t)
 	r := rig.NewForTest(t, 1, s.RigPrefix())
 	l := newLane(t, r, s, 0)
-	l.up(t)
+	cmd, lines := startUp(t, l)
+	killed := false
+	for line := range lines {
+		if !killed && strings.Contains(line, "✓ prepare nodes (") {
+			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatalf("killing up: %v", err)
+			}
+			killed = true
+		}
+	}
+	if !killed {
+		t.Fatal("up never finished preparing its nodes")
+	}
 	if err := os.WriteFile(key, []byte("1"), 0o644); err != nil {
 		t.Fatal(err)
 	}
