@@ -246,9 +246,11 @@ func calicoInstallation(o Options) *unstructured.Unstructured {
 			"ipPools":               pools,
 		},
 	}
-	if m := strings.TrimRight(o.ImageRegistryMirror, "/"); m != "" {
+	if m := mirrorDomain(o.ImageRegistryMirror); m != "" {
 		// The operator joins registry + image path ("calico/node"), which
-		// is the MirrorImage rule for docker.io and quay.io images.
+		// is the MirrorImage rule for docker.io and quay.io images; the
+		// join is an image reference, so no scheme ("http://10.0.0.5:5000"
+		// made "http://10.0.0.5:5000/calico/node:...", no image at all).
 		spec["registry"] = m + "/"
 	}
 	return &unstructured.Unstructured{Object: map[string]any{

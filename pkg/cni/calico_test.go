@@ -282,7 +282,9 @@ func TestCalicoOffline(t *testing.T) {
 func TestCalicoObjects(t *testing.T) {
 	o := defaultTestOptions()
 	o.CNI = config.CNICalico
-	o.ImageRegistryMirror = "mirror.example:5000"
+	// A plain-HTTP mirror: the scheme is the nodes' registries.yaml's, not
+	// part of the registry the operator joins image paths to.
+	o.ImageRegistryMirror = "http://mirror.example:5000"
 	o.Calico, _ = testCalicoOptions(t)
 	objs, err := Objects(t.Context(), o)
 	if err != nil {

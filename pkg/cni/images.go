@@ -33,15 +33,10 @@ const (
 //	quay.io/tigera/operator:v1.36.0                      -> mirror.example:5000/tigera/operator:v1.36.0
 //	busybox:1.36                                         -> mirror.example:5000/library/busybox:1.36
 //
-// An empty mirror returns ref unchanged. A trailing "/" on mirror is ignored,
-// and mirror may carry a path prefix ("mirror.example:5000/proxy"). A scheme
-// ("http://" for a plain-HTTP mirror) is for the nodes' registries.yaml
-// only: image references carry none.
+// An empty mirror returns ref unchanged. mirror is HOST[:PORT], a registry
+// at the host's root (config refuses a path: checkMirror says why).
 func MirrorImage(mirror, ref string) string {
-	if _, after, ok := strings.Cut(mirror, "://"); ok {
-		mirror = after
-	}
-	mirror = strings.TrimRight(mirror, "/")
+	mirror = mirrorDomain(mirror)
 	if mirror == "" || ref == "" {
 		return ref
 	}
@@ -125,4 +120,16 @@ func eachContainer(u *unstructured.Unstructured, write bool, fn func(map[string]
 		return nil
 	}
 	return unstructured.SetNestedMap(u.Object, spec, p...)
+}
+
+// mirrorDomain is the mirror as an image reference's domain: a scheme
+// ("http://" for a plain-HTTP mirror) is for the nodes' registries.yaml
+// only, and a reference has none (distribution/reference
+// reference.go@v0.6.0: reference := name [ ":" tag ] [ "@" digest ], name
+// := [domain '/'] remote-name); a trailing "/" is dropped.
+func mirrorDomain(mirror string) string {
+	if _, after, ok := strings.Cut(mirror, "://"); ok {
+		mirror = after
+	}
+	return strings.TrimRight(mirror, "/")
 }

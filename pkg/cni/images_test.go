@@ -20,7 +20,6 @@ func TestMirrorImage(t *testing.T) {
 		{m, "localhost/x/y:1", "mirror.example:5000/x/y:1"},
 		{m, "registry:5000/a/b:2", "mirror.example:5000/a/b:2"},
 		{m + "/", "ghcr.io/a/b@sha256:abc", "mirror.example:5000/a/b@sha256:abc"},
-		{"mirror.example:5000/proxy", "ghcr.io/a/b:1", "mirror.example:5000/proxy/a/b:1"},
 		{"", "ghcr.io/a/b:1", "ghcr.io/a/b:1"},
 		{"http://10.0.0.5:5000", "ghcr.io/a/b:1", "10.0.0.5:5000/a/b:1"},
 		{"https://mirror.example/", "quay.io/a/b:1", "mirror.example/a/b:1"},

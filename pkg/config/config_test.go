@@ -137,15 +137,23 @@ func TestImageRegistryMirrorForms(t *testing.T) {
 	for m, ok := range map[string]bool{
 		"mirror.example:5000":        true,
 		"http://10.0.0.5:5000":       true,
-		"https://mirror.example/pro": true,
+		"https://mirror.example/":    true,
+		"https://mirror.example/pro": false, // a path: k3s's API root, the images' prefix
+		"mirror.example:5000/v2":     false,
 		"[fd00::1]:5000":             true,
 		"ftp://mirror":               false,
 		"http://":                    false,
 		"mirror:99999":               false,
 		"Bad_Host":                   false,
 	} {
-		if err := checkMirror(m); (err == nil) != ok {
+		err := checkMirror(m)
+		if (err == nil) != ok {
 			t.Errorf("checkMirror(%q) = %v, want ok=%t", m, err, ok)
+		}
+	}
+	for _, m := range []string{"https://mirror.example/pro", "mirror.example:5000/v2/"} {
+		if err := checkMirror(m); err == nil || !strings.Contains(err.Error(), "at the host's root") {
+			t.Errorf("checkMirror(%q) = %v, want it to say the registry must be at the host's root", m, err)
 		}
 	}
 }

@@ -120,7 +120,7 @@ func Validate(l *Lane) error {
 	}
 	if m := strings.TrimSpace(l.ImageRegistryMirror); m != "" {
 		if err := checkMirror(m); err != nil {
-			add(invalid("imageRegistryMirror", "[http://|https://]HOST[:PORT][/PATH], e.g. http://10.0.0.5:5000 (http:// for a plain-HTTP registry)", "%q: %v", m, err))
+			add(invalid("imageRegistryMirror", "[http://|https://]HOST[:PORT], e.g. http://10.0.0.5:5000 (http:// for a plain-HTTP registry)", "%q: %v", m, err))
 		}
 	}
 	for _, f := range []struct{ name, val string }{{"sysfsRoot", l.SysfsRoot}, {"stateDir", l.StateDir}, {"vfioDir", l.VFIODir}} {
@@ -200,11 +200,20 @@ func ParseVolume(s string) (Volume, error) {
 	return v, nil
 }
 
-// checkMirror accepts what both k3s's registries.yaml endpoint and an image
-// reference prefix can carry: an optional http/https scheme, a host with an
-// optional port, and an optional path (k3s-io/k3s
-// pkg/agent/containerd/config.go@v1.35.5+k3s1 normalizeEndpointAddress: no
-// scheme means https).
+// checkMirror accepts a registry at a host's root: an optional http/https
+// scheme (none means https: k3s-io/k3s
+// pkg/agent/containerd/config.go@v1.35.5+k3s1 normalizeEndpointAddress)
+// and a host with an optional port. A path is refused: the lane would use
+// it twice, and differently. Component images are referenced as
+// HOST/PATH/REPO (a repository prefix under the registry's /v2), while k3s
+// takes an endpoint's path as the registry's API root (the same function
+// keeps any path but "", "/" and "/v2" and writes override_path = true
+// into hosts.toml, pkg/agent/templates/templates.go@v1.35.5+k3s1), where
+// containerd requests HOST/PATH/REPO/manifests/TAG with no /v2
+// (containerd/containerd core/remotes/docker/config/hosts.go@v2.2.3
+// parseHostConfig; docs/hosts.md@v2.2.3 override_path). No registry
+// serves both, so k3s's own images and the components' would not come
+// from the same place.
 func checkMirror(m string) error {
 	rest := m
 	if scheme, after, ok := strings.Cut(m, "://"); ok {
@@ -213,9 +222,12 @@ func checkMirror(m string) error {
 		}
 		rest = after
 	}
-	host, _, _ := strings.Cut(rest, "/")
+	host, path, _ := strings.Cut(rest, "/")
 	if host == "" {
 		return fmt.Errorf("no registry host")
+	}
+	if strings.Trim(path, "/") != "" {
+		return fmt.Errorf("path /%s: the mirror must serve its registry API at the host's root (/v2/), since k3s takes an endpoint's path as the API root while the lane's image references would take it as a repository prefix", strings.Trim(path, "/"))
 	}
 	if h, port, err := net.SplitHostPort(host); err == nil {
 		if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {

@@ -142,7 +142,7 @@ func TestClusterConfigHandsKubeletOnlyLabelsAndTaintsItAccepts(t *testing.T) {
 			l.IPFamily, l.CNI = config.IPFamilyIPv6, config.CNICalico
 		},
 		"netdevice mirror": func(l *config.Lane) {
-			l.VFDriver, l.ImageRegistryMirror = config.VFDriverNetdevice, "http://mirror.local:5000/proxy"
+			l.VFDriver, l.ImageRegistryMirror = config.VFDriverNetdevice, "http://mirror.local:5000"
 		},
 		"one agent, no registry": func(l *config.Lane) { l.Agents, l.Registry.Enabled = 1, new(bool) },
 	}

@@ -163,6 +163,21 @@ func TestConformanceWithK3s(t *testing.T) {
 			},
 		},
 		{
+			input: "a list flag's items (--cluster-cidr, --service-cidr, --cluster-dns, --tls-san, --disable)",
+			src:   "k3s-io/k3s pkg/util/client.go@v1.35.5+k3s1 SplitStringSlice; pkg/cli/server/server.go@v1.35.5+k3s1",
+			k3s:   "split at commas and nothing more: a space-padded or blank CIDR or DNS address is refused at start; only --disable's items are trimmed",
+			check: func(t *testing.T) {
+				for _, v := range []string{"10.42.0.0/16, fd00:10:42::/56", "10.42.0.0/16,"} {
+					if _, err := parseCIDRs("cluster-cidr", []string{v}); err == nil || !strings.Contains(err.Error(), "invalid cluster-cidr") {
+						t.Errorf("--cluster-cidr %q: %v, want refused as k3s refuses it", v, err)
+					}
+				}
+				if f := mustFlags(t, "server", "--disable= traefik ,servicelb"); !reflect.DeepEqual(f.disable, []string{"traefik", "servicelb"}) {
+					t.Errorf("--disable items %q, want each trimmed", f.disable)
+				}
+			},
+		},
+		{
 			input:   "--tls-san HOST (k3d, server)",
 			src:     "k3d-io/k3d pkg/client/node.go@v5.9.0 patchServerSpec; k3s-io/k3s pkg/cli/server/server.go@v1.35.5+k3s1",
 			k3s:     "each item, split at commas, is a SAN beside 127.0.0.1, ::1, localhost, the node name and every node address",
@@ -411,8 +426,8 @@ func TestConformanceWithK3s(t *testing.T) {
 		},
 		{
 			input: "kube-apiserver's listen address (no flag)",
-			src:   "k3s-io/k3s pkg/daemons/control/server.go apiServer, stored version id 7922222668; pkg/daemons/config/types.go Loopback, stored version id 4181366472",
-			k3s:   "kube-apiserver binds k3s's loopback (::1 when every service CIDR is IPv6) behind k3s's supervisor on 6443",
+			src:   "k3s-io/k3s pkg/daemons/control/server.go apiServer, stored version id 7922222668; pkg/daemons/config/types.go@v1.35.5+k3s1 Control.Loopback",
+			k3s:   "kube-apiserver binds k3s's loopback (::1 when the primary, first, service CIDR is IPv6) behind k3s's supervisor on 6443",
 			standin: "kube-apiserver listens on 6443 itself on 0.0.0.0 or ::, the loopback's family: the stand-in has no supervisor; " +
 				"kube-apiserver resolves the same advertised address from either bind",
 			check: func(t *testing.T) {
@@ -421,6 +436,9 @@ func TestConformanceWithK3s(t *testing.T) {
 				}
 				if bind, lo, _ := apiserverListen(cidrsOf(t, "10.43.0.0/16,fd00:10:43::/112"), nil); bind != "0.0.0.0" || lo.String() != "127.0.0.1" {
 					t.Errorf("dual service range: bind %s loopback %s", bind, lo)
+				}
+				if bind, lo, _ := apiserverListen(cidrsOf(t, "fd00:10:43::/112,10.43.0.0/16"), nil); bind != "::" || lo.String() != "::1" {
+					t.Errorf("dual service range, IPv6 first: bind %s loopback %s", bind, lo)
 				}
 			},
 		},
@@ -490,8 +508,8 @@ func TestConformanceWithK3s(t *testing.T) {
 		},
 		{
 			input: "/etc/resolv.conf (k3d's DNS fix points it at the network gateway)",
-			src:   "k3d-io/k3d pkg/types/fixes/assets/k3d-entrypoint-dns.sh@v5.9.0; k3s-io/k3s pkg/agent/config/config.go@001a6d9 locateOrGenerateResolvConf",
-			k3s:   "kubelet gets the first of /etc/resolv.conf and /run/systemd/resolve/resolv.conf whose nameservers are all global unicast, else a generated one with 8.8.8.8; the agent itself resolves with the node's resolv.conf and nothing else",
+			src:   "k3d-io/k3d pkg/types/fixes/assets/k3d-entrypoint-dns.sh@v5.9.0; k3s-io/k3s pkg/agent/config/config.go@v1.35.5+k3s1 locateOrGenerateResolvConf, isValidNameserver",
+			k3s:   "kubelet gets the first of /etc/resolv.conf and /run/systemd/resolve/resolv.conf whose nameservers are all global unicast, else a generated one with 8.8.8.8 and 2001:4860:4860::8888 (169.254.169.254, the instance metadata address, counts as usable); the agent itself resolves with the node's resolv.conf and nothing else",
 			check: func(t *testing.T) {
 				dir := t.TempDir()
 				fixed, unfixed, gen := filepath.Join(dir, "fixed"), filepath.Join(dir, "unfixed"), filepath.Join(dir, "gen", "resolv.conf")
@@ -504,9 +522,16 @@ func TestConformanceWithK3s(t *testing.T) {
 				if got, err := kubeletResolvConf([]string{unfixed, fixed}, gen); err != nil || got != fixed {
 					t.Errorf("chose %s (%v), want %s", got, err, fixed)
 				}
+				metadata := filepath.Join(dir, "metadata")
+				if err := os.WriteFile(metadata, []byte("nameserver 169.254.169.254\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				if got, err := kubeletResolvConf([]string{unfixed, metadata}, gen); err != nil || got != metadata {
+					t.Errorf("chose %s (%v), want %s: the instance metadata address is a usable nameserver", got, err, metadata)
+				}
 				got, err := kubeletResolvConf([]string{unfixed, filepath.Join(dir, "missing")}, gen)
-				if b, _ := os.ReadFile(gen); err != nil || got != gen || string(b) != "nameserver 8.8.8.8\n" {
-					t.Errorf("chose %s (%v) holding %q, want the generated 8.8.8.8 file", got, err, b)
+				if b, _ := os.ReadFile(gen); err != nil || got != gen || string(b) != "nameserver 8.8.8.8\nnameserver 2001:4860:4860::8888\n" {
+					t.Errorf("chose %s (%v) holding %q, want the generated file of 8.8.8.8 and 2001:4860:4860::8888", got, err, b)
 				}
 			},
 		},

@@ -101,7 +101,11 @@ var flagSpecs = map[string]flagSpec{
 	"disable": {listFlag, true, func(f *k3sFlags, v string) error {
 		// Any name, as k3s takes it: a misspelt one leaves its component
 		// enabled, and packaged.go refuses to start with one it cannot deploy.
-		f.disable = append(f.disable, splitList(v)...)
+		// Each item trimmed, as k3s trims them (k3s-io/k3s
+		// pkg/cli/server/server.go@v1.35.5+k3s1), unlike the other lists.
+		for _, d := range splitList(v) {
+			f.disable = append(f.disable, strings.TrimSpace(d))
+		}
 		return nil
 	}},
 	"flannel-backend": {stringFlag, true, func(f *k3sFlags, v string) error {

@@ -13,17 +13,16 @@ import (
 // networks. The facts are k3s's; the address detection itself is the one
 // k3s calls, apimachinery's ChooseHostInterface and ResolveBindAddress.
 
-// splitList splits a k3s string-slice flag's values at commas, dropping
-// blanks (k3s-io/k3s pkg/util SplitStringSlice, as applied to --tls-san,
-// --cluster-cidr, --service-cidr, --cluster-dns and --disable).
+// splitList splits a k3s string-slice flag's values at commas and nothing
+// more: no trimming, no blank dropped (k3s-io/k3s
+// pkg/util/client.go@v1.35.5+k3s1 SplitStringSlice, as applied to
+// --tls-san, --cluster-cidr, --service-cidr, --cluster-dns and --disable),
+// so "a, b" or "a," is refused where k3s parses each item ("invalid
+// cluster-cidr  b").
 func splitList(values ...string) []string {
 	var out []string
 	for _, v := range values {
-		for _, s := range strings.Split(v, ",") {
-			if s = strings.TrimSpace(s); s != "" {
-				out = append(out, s)
-			}
-		}
+		out = append(out, strings.Split(v, ",")...)
 	}
 	return out
 }
@@ -173,16 +172,16 @@ func clusterDNSIPs(serviceCIDRs []*net.IPNet) ([]net.IP, error) {
 	return out, nil
 }
 
-// loopbackFor is k3s's loopback for a cluster: ::1 when every service CIDR
-// is IPv6, else 127.0.0.1 (k3s-io/k3s pkg/daemons/config/types.go Loopback,
-// stored version id 4181366472).
+// loopbackFor is k3s's loopback for a cluster: ::1 when the primary (first)
+// service CIDR is IPv6, else 127.0.0.1 (k3s-io/k3s
+// pkg/daemons/config/types.go@v1.35.5+k3s1 Control.Loopback, which reads
+// ServiceIPRange, the first of --service-cidr): a dual-stack cluster with
+// IPv6 first gets ::1.
 func loopbackFor(serviceCIDRs []*net.IPNet) net.IP {
-	for _, n := range serviceCIDRs {
-		if !utilsnet.IsIPv6CIDR(n) {
-			return net.ParseIP("127.0.0.1")
-		}
+	if len(serviceCIDRs) > 0 && utilsnet.IsIPv6CIDR(serviceCIDRs[0]) {
+		return net.IPv6loopback
 	}
-	return net.IPv6loopback
+	return net.ParseIP("127.0.0.1")
 }
 
 // networks are the cluster's pod and service CIDRs and DNS addresses, as a

@@ -17,9 +17,8 @@ import (
 // nodeKeeper does what k3s does to its Node beside kubelet, once kubelet
 // registered it: it patches the --node-label labels onto it (the agent's
 // configureNode, k3s-io/k3s pkg/agent/run.go@v1.35.5+k3s1)
-// and, on a server, the control-plane and master roles (k3s-io/k3s
-// pkg/server/server.go setNodeLabelsAndAnnotations, stored version id
-// 5220317410). It does so once per start, retrying until it succeeds, as
+// and, on a server, the control-plane role (k3s-io/k3s
+// pkg/server/server.go@v1.35.5+k3s1 setNodeLabelsAndAnnotations). It does so once per start, retrying until it succeeds, as
 // k3s does. Node status is kubelet's alone. Labels kubelet may not set
 // never get here: kubelet refused to start with them in --node-labels.
 type nodeKeeper struct {

@@ -157,10 +157,10 @@ func runServer(ctx context.Context, f k3sFlags) error {
 		return err
 	}
 	labels := f.labels()
-	// k3s labels its servers so (k3s-io/k3s pkg/server/server.go
-	// setNodeLabelsAndAnnotations, stored version id 5220317410).
+	// k3s labels its servers control-plane and nothing more (k3s-io/k3s
+	// pkg/server/server.go@v1.35.5+k3s1 setNodeLabelsAndAnnotations: the
+	// master role label went in k3s #12395).
 	labels["node-role.kubernetes.io/control-plane"] = "true"
-	labels["node-role.kubernetes.io/master"] = "true"
 	keeper := &nodeKeeper{client: client, name: hostname, labels: labels}
 	logf("k3s is up and running")
 	logf("Cluster dns configmap has been set successfully")
@@ -242,10 +242,12 @@ func serverSANs(hostname string, tlsSANs []string, ips []net.IP) []string {
 
 // apiserverListen is where kube-apiserver listens and what the stand-in adds
 // to its defaults. k3s serves 6443 from its supervisor and binds
-// kube-apiserver to its loopback (::1 for an IPv6-only service range,
-// k3s-io/k3s pkg/daemons/control/server.go apiServer, stored version id
-// 7922222668), setting --advertise-address only from --node-ip (or
-// --advertise-address); kube-apiserver resolves its advertised address
+// kube-apiserver to its loopback (::1 when the primary service CIDR is
+// IPv6: loopbackFor; k3s-io/k3s pkg/daemons/control/server.go apiServer,
+// stored version id 7922222668), setting --advertise-address from
+// --node-external-ip, else --node-ip (or --advertise-address; the
+// stand-in takes no --node-external-ip, and the product passes none);
+// kube-apiserver resolves its advertised address
 // from that bind. The stand-in has no supervisor, so kube-apiserver itself
 // listens on every address of the loopback's family, from which it
 // resolves the same address.
