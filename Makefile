@@ -18,7 +18,7 @@ TESTFLAGS ?=
 TEST_PARALLEL ?= 6
 LANE_ARGS ?=
 
-.PHONY: all help build lane test test-env unit verify vet lint shellcheck maps fmt bench clean manifests demo demo-down
+.PHONY: all help build lane test test-dockerd test-env unit verify vet lint shellcheck maps fmt bench clean manifests demo demo-down
 
 all: build
 
@@ -86,6 +86,15 @@ test: test-env verify bin/gotestsum ## the README's test command: test-env, veri
 	$(COVER_HTML) || rc=1; \
 	for m in $(STANDIN_MODULES); do (report=standin-$$(basename $$m); cd $$m || exit 1; t=0; SRIOV_LANE_TEST_STRICT=1 $(GO_TEST) -count=1 $(TESTFLAGS) ./... || t=1; $(COVER_HTML) || t=1; exit $$t) || rc=1; done; \
 	echo "test reports: $(REPORT_DIR)"; exit $$rc
+
+# A real dockerd restart under two lanes (test/e2e dockerd_test.go). It stops
+# every container on the host, so it runs alone, not in make test's parallel
+# packages; test-env after it starts dockerd and the rig's registry again
+# should the test die with them down.
+test-dockerd: test-env bin/gotestsum ## restart the host's dockerd under two lanes, alone (stops every container), then test-env again
+	mkdir -p $(REPORT_DIR)
+	rc=0; report=dockerd; SRIOV_LANE_TEST_STRICT=1 SRIOV_LANE_TEST_DOCKERD_RESTART=1 $(GO_TEST) -count=1 -timeout 20m -run '^TestDockerdRestartedLanesRepaired$$' ./test/e2e || rc=1; \
+	$(MAKE) test-env || rc=1; exit $$rc
 
 unit: ## tests that need neither root nor Docker (others skip)
 	$(GO) test -count=1 ./...

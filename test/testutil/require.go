@@ -105,6 +105,20 @@ func RequireDockerClient(t testing.TB) *client.Client {
 	return cli
 }
 
+// DockerPing reports whether the Docker daemon of the environment answers
+// within 5 s.
+func DockerPing() error {
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err = cli.Ping(ctx)
+	return err
+}
+
 // RequireImage skips (or fails in strict mode) unless the image exists
 // locally; stand-in images are built by `make test-env`.
 func RequireImage(t testing.TB, cli *client.Client, ref string) {

@@ -1,0 +1,181 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/sriov-lane/sriov-lane/test/rig"
+	"github.com/sriov-lane/sriov-lane/test/testutil"
+)
+
+// DockerdRestartEnv turns TestDockerdRestartedLanesRepaired on. A dockerd
+// restart stops every container on the host, every other test's lanes
+// included, so the test runs alone: `make test-dockerd` sets it, runs the
+// test, then `make test-env` again, which starts dockerd and the rig's
+// registry should the test die with them down.
+const DockerdRestartEnv = "SRIOV_LANE_TEST_DOCKERD_RESTART"
+
+// TestDockerdRestartedLanesRepaired restarts the host's dockerd itself under
+// two lanes, one with its datastore on the default tmpfs and one on disk.
+// dockerd stops every container and starts again those whose restart
+// policy says so (k3d's nodes: unless-stopped); each agent runs in a new
+// netns with its PF left in the pinned old one. status says so and exits 1,
+// and for the tmpfs lane also that the cluster came back empty; repair
+// brings each back (the tmpfs lane's objects applied again, the disk
+// lane's kept: PFs and VFs only); status is healthy, verify passes, down
+// brings every stand-in home.
+func TestDockerdRestartedLanesRepaired(t *testing.T) {
+	if os.Getenv(DockerdRestartEnv) != "1" {
+		t.Skip("restarts the host's dockerd, which stops every container on it: runs alone, by `make test-dockerd` (" + DockerdRestartEnv + "=1)")
+	}
+	requireRig(t)
+	var lanes [2]*lane
+	for i, onTmpfs := range []bool{true, false} {
+		s := testutil.TakeSlot(t)
+		r := rig.NewForTest(t, 2, s.RigPrefix())
+		l := newLane(t, r, s, 0)
+		l.cfg.Server.DatastoreOnTmpfs = &onTmpfs
+		writeLane(t, l)
+		lanes[i] = l
+		t.Cleanup(func() { assertLaneGone(t, r, l, r.State.PFs) })
+	}
+	t.Run("up", func(t *testing.T) {
+		for _, l := range lanes {
+			t.Run(l.cfg.Name, func(t *testing.T) {
+				t.Parallel()
+				l.up(t)
+			})
+		}
+	})
+	if t.Failed() {
+		return
+	}
+	restartDockerd(t)
+	for i, l := range lanes {
+		lost := i == 0
+		// Until the restarted server answers, status cannot tell whether
+		// the cluster kept its objects.
+		var res result
+		for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(2 * time.Second) {
+			res = run(t, nil, "status", "--config", l.path, "-o", "json")
+			if strings.Contains(res.output, `"ready": "`) || time.Now().After(deadline) {
+				break
+			}
+		}
+		if res.code != 1 || !strings.Contains(res.output, `"health": "degraded"`) || strings.Contains(res.output, `"clusterLost": true`) != lost ||
+			!strings.Contains(res.output, "agent-0 restarted into a new network namespace") || !strings.Contains(res.output, "agent-1 restarted into a new network namespace") {
+			t.Fatalf("status of %s (datastore on tmpfs: %t) after dockerd restarted: exit %d, want 1 with clusterLost %t\n%s", l.cfg.Name, lost, res.code, lost, res.output)
+		}
+		res = run(t, nil, "repair", "--config", l.path)
+		if res.code != 0 || strings.Contains(res.output, "✓ deploy components (") != lost || !strings.Contains(res.output, "wait for VFs") {
+			t.Fatalf("repair of %s (datastore on tmpfs: %t): exit %d, want up's objects applied again only if the cluster was lost\n%s", l.cfg.Name, lost, res.code, res.output)
+		}
+		res = run(t, nil, "status", "--config", l.path)
+		if res.code != 0 || !strings.Contains(res.output, "healthy") || strings.Count(res.output, "kubevirt.io/sriov_net=6") != 2 {
+			t.Fatalf("status of %s after repair: exit %d\n%s", l.cfg.Name, res.code, res.output)
+		}
+		if res := run(t, nil, "verify", "--config", l.path); res.code != 0 {
+			t.Fatalf("verify of %s after repair: exit %d", l.cfg.Name, res.code)
+		}
+		if res := l.down(t); res.code != 0 {
+			t.Fatalf("down of %s after repair failed", l.cfg.Name)
+		}
+	}
+}
+
+// restartDockerd stops the host's dockerd and starts it again as it was
+// started: by systemd when systemd runs docker.service, else with the same
+// command line and output (make test-env starts it detached, its output
+// appended to a log). The test's cleanup starts it again if the test ends
+// with it down.
+func restartDockerd(t *testing.T) {
+	t.Helper()
+	if systemdRunsDocker() {
+		if out, err := exec.Command("systemctl", "restart", "docker").CombinedOutput(); err != nil {
+			t.Fatalf("systemctl restart docker: %v: %s", err, out)
+		}
+		waitDocker(t)
+		return
+	}
+	pidb, err := os.ReadFile("/var/run/docker.pid")
+	if err != nil {
+		t.Fatalf("finding dockerd: %v", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(pidb)))
+	if err != nil {
+		t.Fatalf("/var/run/docker.pid: %v", err)
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		t.Fatalf("dockerd (pid %d): %v", pid, err)
+	}
+	argv := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
+	logPath, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/1", pid))
+	start := func() error {
+		cmd := exec.Command(argv[0], argv[1:]...)
+		if filepath.IsAbs(logPath) {
+			f, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			cmd.Stdout, cmd.Stderr = f, f
+		}
+		// Its own session: dockerd must outlive the test process.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		return cmd.Process.Release()
+	}
+	t.Cleanup(func() {
+		if err := testutil.DockerPing(); err != nil {
+			if err := start(); err != nil {
+				t.Errorf("starting dockerd again (%q): %v", argv, err)
+			}
+		}
+	})
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		t.Fatalf("stopping dockerd (pid %d): %v", pid, err)
+	}
+	// dockerd stops every container (each gets its stop timeout) and exits.
+	err = wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+		return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH), nil
+	})
+	if err != nil {
+		t.Fatalf("dockerd (pid %d) did not exit after SIGTERM: %v", pid, err)
+	}
+	if err := start(); err != nil {
+		t.Fatalf("starting dockerd again (%q): %v", argv, err)
+	}
+	waitDocker(t)
+}
+
+func systemdRunsDocker() bool {
+	if _, err := os.Stat("/run/systemd/system"); err != nil {
+		return false
+	}
+	return exec.Command("systemctl", "is-active", "--quiet", "docker").Run() == nil
+}
+
+// waitDocker waits for the restarted dockerd to answer.
+func waitDocker(t *testing.T) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return testutil.DockerPing() == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("dockerd does not answer after its restart: %v", err)
+	}
+}
