@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -121,23 +122,23 @@ func resolveURL(ctx context.Context, raw string, family net.IP) (string, error) 
 	return u.String(), nil
 }
 
+// serverRetry is how long an agent waits before it asks a server that has
+// not answered, or not yet published the agent configuration, again.
+const serverRetry = time.Second
+
 // waitForServer retries until the API server answers, as a k3s agent that
 // starts before its server does.
 func waitForServer(ctx context.Context, client kubernetes.Interface, url string) error {
-	for {
+	return wait.PollUntilContextCancel(ctx, serverRetry, true, func(ctx context.Context) (bool, error) {
 		res := client.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx)
 		var code int
 		res.StatusCode(&code)
 		if res.Error() == nil && code == http.StatusOK {
-			return nil
+			return true, nil
 		}
 		logf("Waiting to retrieve agent configuration; server %s is not ready: %v", url, res.Error())
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Second):
-		}
-	}
+		return false, nil
+	})
 }
 
 // pickAddress is the first of addrs in family's IP family, else the first.

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -34,20 +35,16 @@ const nodeRetry = 300 * time.Millisecond
 // configure waits for the Node and patches its labels, until it succeeds or
 // ctx ends.
 func (n *nodeKeeper) configure(ctx context.Context) error {
-	for {
+	return wait.PollUntilContextCancel(ctx, nodeRetry, true, func(ctx context.Context) (bool, error) {
 		err := n.label(ctx)
 		if err == nil {
-			return nil
+			return true, nil
 		}
 		if !apierrors.IsNotFound(err) {
 			logOnce(&n.lastErr, fmt.Sprintf("Failed to set labels on node %s: %v", n.name, err))
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(nodeRetry):
-		}
-	}
+		return false, nil
+	})
 }
 
 func (n *nodeKeeper) label(ctx context.Context) error {

@@ -80,6 +80,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
 	k8syaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -108,7 +109,9 @@ const (
 	objectsetOwnerNS   = "objectset.rio.cattle.io/owner-namespace"
 	objectsetHash      = "objectset.rio.cattle.io/hash"
 
-	deployInterval = 15 * time.Second
+	deployInterval  = 15 * time.Second
+	crdPoll         = 100 * time.Millisecond
+	nodeHostsRelist = time.Second
 )
 
 var addonGVR = schema.GroupVersionResource{Group: "k3s.cattle.io", Version: "v1", Resource: "addons"}
@@ -591,16 +594,12 @@ func registerCRDs(ctx context.Context, dyn dynamic.Interface) error {
 		}
 	}
 	for _, c := range k3sCRDs() {
-		for {
+		err := wait.PollUntilContextCancel(ctx, crdPoll, true, func(ctx context.Context) (bool, error) {
 			got, err := client.Get(ctx, c.GetName(), metav1.GetOptions{})
-			if err == nil && crdEstablished(got) {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("waiting for %s to be established: %w", c.GetName(), ctx.Err())
-			case <-time.After(100 * time.Millisecond):
-			}
+			return err == nil && crdEstablished(got), nil
+		})
+		if err != nil {
+			return fmt.Errorf("waiting for %s to be established: %w", c.GetName(), err)
 		}
 	}
 	return nil
@@ -645,19 +644,14 @@ func newDeployer(cs kubernetes.Interface, dyn dynamic.Interface, disabled map[st
 
 func (d *deployer) run(ctx context.Context, dir string) {
 	force := true
-	for {
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
 		if err := d.pass(ctx, dir, force); err != nil {
 			logOnce(&d.lastErr, fmt.Sprintf("Failed to process config: %v", err))
 		} else {
 			force = false
 			d.lastErr = ""
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(deployInterval):
-		}
-	}
+	}, deployInterval)
 }
 
 // pass is one listing of dir: disabled files go with their objects,
@@ -1011,7 +1005,7 @@ func emptyYAML(doc []byte) bool {
 // ends.
 func keepNodeHosts(ctx context.Context, cs kubernetes.Interface) {
 	var lastErr string
-	for ctx.Err() == nil {
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
 		list, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err == nil {
 			for i := range list.Items {
@@ -1033,12 +1027,7 @@ func keepNodeHosts(ctx context.Context, cs kubernetes.Interface) {
 				watcher.Stop()
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Second):
-		}
-	}
+	}, nodeHostsRelist)
 }
 
 // updateNodeHosts sets (or, removed, drops) node's line in NodeHosts.

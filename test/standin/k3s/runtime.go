@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/sriov-lane/sriov-lane/test/proc"
 )
@@ -244,24 +245,30 @@ func hasCapSysResource() bool {
 	return data[0].Effective&(1<<capSysResource) != 0
 }
 
+const socketPoll = 100 * time.Millisecond
+
 func waitSocket(ctx context.Context, p *proc.Process, path string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		if err := p.Exited(); err != nil {
-			return err
+	var exited error
+	err := wait.PollUntilContextTimeout(ctx, socketPoll, timeout, true, func(context.Context) (bool, error) {
+		if exited = p.Exited(); exited != nil {
+			return false, exited
 		}
-		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
-			c.Close()
-			return nil
+		c, err := net.DialTimeout("unix", path, time.Second)
+		if err != nil {
+			return false, nil
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s did not open %s within %s; log %s:\n%s", p.Name, path, timeout, p.LogPath, proc.Tail(p.LogPath, 3000))
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
+		c.Close()
+		return true, nil
+	})
+	switch {
+	case err == nil:
+		return nil
+	case exited != nil:
+		return exited
+	case ctx.Err() != nil:
+		return ctx.Err()
+	default:
+		return fmt.Errorf("%s did not open %s within %s; log %s:\n%s", p.Name, path, timeout, p.LogPath, proc.Tail(p.LogPath, 3000))
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/sriov-lane/sriov-lane/test/apiserver"
@@ -327,34 +328,34 @@ func publishAgentConfig(ctx context.Context, client kubernetes.Interface, c agen
 		ObjectMeta: metav1.ObjectMeta{Name: agentConfigName, Namespace: agentConfigNamespace},
 		Data:       map[string]string{"cluster-cidr": c.ClusterCIDR, "service-cidr": c.ServiceCIDR, "cluster-dns": c.ClusterDNS, "cluster-domain": c.ClusterDomain},
 	}
-	for {
-		_, err := client.CoreV1().ConfigMaps(agentConfigNamespace).Create(ctx, cm, metav1.CreateOptions{})
-		if apierrors.IsAlreadyExists(err) {
-			_, err = client.CoreV1().ConfigMaps(agentConfigNamespace).Update(ctx, cm, metav1.UpdateOptions{})
+	var last error
+	// The kube-system namespace appears shortly after the API is ready.
+	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		_, last = client.CoreV1().ConfigMaps(agentConfigNamespace).Create(ctx, cm, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(last) {
+			_, last = client.CoreV1().ConfigMaps(agentConfigNamespace).Update(ctx, cm, metav1.UpdateOptions{})
 		}
-		if err == nil {
-			return nil
-		}
-		// The kube-system namespace appears shortly after the API is ready.
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("publishing agent config: %w", err)
-		case <-time.After(200 * time.Millisecond):
-		}
+		return last == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("publishing agent config: %w", last)
 	}
+	return nil
 }
 
 func fetchAgentConfig(ctx context.Context, client kubernetes.Interface) (agentConfig, error) {
-	for {
-		cm, err := client.CoreV1().ConfigMaps(agentConfigNamespace).Get(ctx, agentConfigName, metav1.GetOptions{})
-		if err == nil {
-			return agentConfig{ClusterCIDR: cm.Data["cluster-cidr"], ServiceCIDR: cm.Data["service-cidr"], ClusterDNS: cm.Data["cluster-dns"], ClusterDomain: cm.Data["cluster-domain"]}, nil
+	var cm *corev1.ConfigMap
+	err := wait.PollUntilContextCancel(ctx, serverRetry, true, func(ctx context.Context) (bool, error) {
+		got, err := client.CoreV1().ConfigMaps(agentConfigNamespace).Get(ctx, agentConfigName, metav1.GetOptions{})
+		if err != nil {
+			logf("Waiting for the server's agent configuration: %v", err)
+			return false, nil
 		}
-		logf("Waiting for the server's agent configuration: %v", err)
-		select {
-		case <-ctx.Done():
-			return agentConfig{}, ctx.Err()
-		case <-time.After(time.Second):
-		}
+		cm = got
+		return true, nil
+	})
+	if err != nil {
+		return agentConfig{}, err
 	}
+	return agentConfig{ClusterCIDR: cm.Data["cluster-cidr"], ServiceCIDR: cm.Data["service-cidr"], ClusterDNS: cm.Data["cluster-dns"], ClusterDomain: cm.Data["cluster-domain"]}, nil
 }
