@@ -18,7 +18,7 @@ TESTFLAGS ?=
 TEST_PARALLEL ?= 6
 LANE_ARGS ?=
 
-.PHONY: all help build lane test test-dockerd test-env unit verify vet lint shellcheck maps fmt bench clean manifests demo demo-down
+.PHONY: all help build lane test test-env unit verify vet lint shellcheck maps fmt bench clean manifests demo demo-down
 
 all: build
 
@@ -82,19 +82,11 @@ COVER_HTML = { [ ! -s $(REPORT_DIR)/coverage_$$report.out ] || $(GO) tool cover 
 
 test: test-env verify bin/gotestsum ## the README's test command: test-env, verify, then every test
 	mkdir -p $(REPORT_DIR)
-	rc=0; report=sriov-lane; SRIOV_LANE_TEST_STRICT=1 $(GO_TEST) -count=1 -timeout $(TEST_TIMEOUT) -p $(TEST_PROCS) -parallel $(TEST_PARALLEL) $(TESTFLAGS) $(TEST_PKGS) || rc=1; \
+	rc=0; report=sriov-lane; SRIOV_LANE_TEST_STRICT=1 SRIOV_LANE_TEST_DOCKERD_RESTART=1 $(GO_TEST) -count=1 -timeout $(TEST_TIMEOUT) -p $(TEST_PROCS) -parallel $(TEST_PARALLEL) $(TESTFLAGS) $(TEST_PKGS) || rc=1; \
 	$(COVER_HTML) || rc=1; \
+	docker info >/dev/null 2>&1 && docker inspect -f '{{.State.Running}}' sriov-lane-rig-registry 2>/dev/null | grep -qx true || { echo "make test: dockerd or the rig registry is down (a dockerd restart test died?): make test-env"; $(MAKE) test-env || rc=1; }; \
 	for m in $(STANDIN_MODULES); do (report=standin-$$(basename $$m); cd $$m || exit 1; t=0; SRIOV_LANE_TEST_STRICT=1 $(GO_TEST) -count=1 $(TESTFLAGS) ./... || t=1; $(COVER_HTML) || t=1; exit $$t) || rc=1; done; \
 	echo "test reports: $(REPORT_DIR)"; exit $$rc
-
-# A real dockerd restart under two lanes (test/e2e dockerd_test.go). It stops
-# every container on the host, so it runs alone, not in make test's parallel
-# packages; test-env after it starts dockerd and the rig's registry again
-# should the test die with them down.
-test-dockerd: test-env bin/gotestsum ## restart the host's dockerd under two lanes, alone (stops every container), then test-env again
-	mkdir -p $(REPORT_DIR)
-	rc=0; report=dockerd; SRIOV_LANE_TEST_STRICT=1 SRIOV_LANE_TEST_DOCKERD_RESTART=1 $(GO_TEST) -count=1 -timeout 20m -run '^TestDockerdRestartedLanesRepaired$$' ./test/e2e || rc=1; \
-	$(MAKE) test-env || rc=1; exit $$rc
 
 unit: ## tests that need neither root nor Docker (others skip)
 	$(GO) test -count=1 ./...

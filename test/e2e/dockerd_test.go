@@ -19,11 +19,9 @@ import (
 	"github.com/sriov-lane/sriov-lane/test/testutil"
 )
 
-// DockerdRestartEnv turns TestDockerdRestartedLanesRepaired on. A dockerd
-// restart stops every container on the host, every other test's lanes
-// included, so the test runs alone: `make test-dockerd` sets it, runs the
-// test, then `make test-env` again, which starts dockerd and the rig's
-// registry should the test die with them down.
+// DockerdRestartEnv turns TestDockerdRestartedLanesRepaired on; make test
+// sets it. A dockerd restart stops every container on the host: run by
+// hand, the test would restart whatever else the host runs.
 const DockerdRestartEnv = "SRIOV_LANE_TEST_DOCKERD_RESTART"
 
 // TestDockerdRestartedLanesRepaired restarts the host's dockerd itself under
@@ -34,11 +32,19 @@ const DockerdRestartEnv = "SRIOV_LANE_TEST_DOCKERD_RESTART"
 // and for the tmpfs lane also that the cluster came back empty; repair
 // brings each back (the tmpfs lane's objects applied again, the disk
 // lane's kept: PFs and VFs only); status is healthy, verify passes, down
-// brings every stand-in home.
+// brings every stand-in home. It holds the host's Docker alone
+// (testutil.RequireDockerAlone): it waits for every other test that uses
+// Docker, in every package of make test, to end, and those that would start
+// meanwhile wait for it, while the tests that need no Docker (the kernel
+// tier, the API server tests) go on beside it. make test starts dockerd
+// and the rig's registry again should the test die with them down.
 func TestDockerdRestartedLanesRepaired(t *testing.T) {
 	if os.Getenv(DockerdRestartEnv) != "1" {
-		t.Skip("restarts the host's dockerd, which stops every container on it: runs alone, by `make test-dockerd` (" + DockerdRestartEnv + "=1)")
+		t.Skip("restarts the host's dockerd, which stops every container on it: make test runs it (" + DockerdRestartEnv + "=1)")
 	}
+	t.Parallel() // alone on Docker, not on the machine (see above)
+	testutil.RequireRoot(t)
+	testutil.RequireDockerAlone(t)
 	requireRig(t)
 	var lanes [2]*lane
 	for i, onTmpfs := range []bool{true, false} {
@@ -121,9 +127,19 @@ func restartDockerd(t *testing.T) {
 		t.Fatalf("dockerd (pid %d): %v", pid, err)
 	}
 	argv := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
+	// Its own environment, not the test's: the restarted dockerd once took
+	// the test's TMPDIR, removed with the test, and every later exec in a
+	// container failed ("failed to create runc console socket: stat
+	// /tmp/sriov-lane-e2e-tmp-...: no such file or directory").
+	environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err != nil {
+		t.Fatalf("dockerd (pid %d): %v", pid, err)
+	}
+	env := strings.Split(strings.TrimRight(string(environ), "\x00"), "\x00")
 	logPath, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/1", pid))
 	start := func() error {
 		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Env = env
 		if filepath.IsAbs(logPath) {
 			f, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 			if err != nil {
@@ -160,6 +176,11 @@ func restartDockerd(t *testing.T) {
 		t.Fatalf("starting dockerd again (%q): %v", argv, err)
 	}
 	waitDocker(t)
+	if b, err := os.ReadFile("/var/run/docker.pid"); err == nil {
+		if now, err := os.ReadFile("/proc/" + strings.TrimSpace(string(b)) + "/environ"); err == nil && string(now) != string(environ) {
+			t.Errorf("the restarted dockerd's environment differs from the one before")
+		}
+	}
 }
 
 func systemdRunsDocker() bool {

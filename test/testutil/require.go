@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/docker/docker/client"
+	"golang.org/x/sys/unix"
 )
 
 // Stand-in image names. They carry "standin" in both repository and tag so
@@ -89,6 +90,9 @@ func RequireDocker(t testing.TB) *client.Client {
 // it a private TMPDIR itself).
 func RequireDockerClient(t testing.TB) *client.Client {
 	t.Helper()
+	if !holdsDockerAlone(t) {
+		lockDocker(t, unix.LOCK_SH)
+	}
 	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 	if err != nil {
 		skipOrFail(t, "needs Docker: "+err.Error())
