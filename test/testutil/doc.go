@@ -7,6 +7,9 @@
 //     SRIOV_LANE_TEST_STRICT=1, failed; the stand-in image names
 //   - slot.go:      TakeSlot, one test's own lane names, rig prefix and
 //     ports, so tests running at once never collide
+//   - dockerlock.go: the host's Docker held shared by its users
+//     (RequireDockerClient) and alone by the test restarting dockerd
+//     (RequireDockerAlone)
 //   - leftovers.go: K3dLeftovers, what of a k3d cluster is still there
 //     after a test
 //   - links.go:     LinkList, a netlink dump retried when the kernel
