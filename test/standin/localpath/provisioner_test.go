@@ -23,6 +23,9 @@ const (
 	k3sHelper = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: helper-pod\nspec:\n  containers:\n  - name: helper-pod\n    image: rancher/mirrored-library-busybox:1.37.0\n    imagePullPolicy: IfNotPresent\n"
 )
 
+// The stand-in refuses each config local-path-provisioner refuses, with its
+// words (rancher/local-path-provisioner provisioner.go@v0.0.36
+// canonicalizeConfig).
 func TestConfigIsCheckedAsUpstreamChecksIt(t *testing.T) {
 	for js, want := range map[string]string{
 		`{"nodePathMap":[{"node":"a","paths":["rel"]}]}`:                            "path must start with /",
@@ -55,6 +58,9 @@ func TestConfigIsCheckedAsUpstreamChecksIt(t *testing.T) {
 	}
 }
 
+// k3s's helper pod passes, and each field upstream refuses in a helper pod
+// template is refused unless unsafe templates are allowed
+// (rancher/local-path-provisioner util.go@v0.0.36).
 func TestHelperPodTemplateRefusals(t *testing.T) {
 	if _, err := parseHelperPod(k3sHelper, false); err != nil {
 		t.Fatalf("k3s's template: %v", err)
@@ -78,6 +84,8 @@ func TestHelperPodTemplateRefusals(t *testing.T) {
 	}
 }
 
+// A pathPattern outside <namespace>/<claim>/ is refused
+// (rancher/local-path-provisioner provisioner.go@v0.0.36 pathFromPattern).
 func TestPathPattern(t *testing.T) {
 	opts := pvController.ProvisionOptions{PVName: "pvc-1", PVC: &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "data"}}}
 	if p, err := folderFromPattern("{{ .PVC.Namespace }}/{{ .PVC.Name }}/{{ .PVName }}", opts, false); err != nil || p != "ns/data/pvc-1" {
