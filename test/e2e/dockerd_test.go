@@ -32,19 +32,18 @@ const DockerdRestartEnv = "SRIOV_LANE_TEST_DOCKERD_RESTART"
 // and for the tmpfs lane also that the cluster came back empty; repair
 // brings each back (the tmpfs lane's objects applied again, the disk
 // lane's kept: PFs and VFs only); status is healthy, verify passes, down
-// brings every stand-in home. It holds the host's Docker alone
-// (testutil.RequireDockerAlone): it waits for every other test that uses
-// Docker, in every package of make test, to end, and those that would start
-// meanwhile wait for it, while the tests that need no Docker (the kernel
-// tier, the API server tests) go on beside it. make test starts dockerd
+// brings every stand-in home. Its lanes come up beside the other tests;
+// then it holds the host's Docker alone (testutil.RequireDockerAlone): it
+// waits for every other test that uses Docker, in every package of make
+// test, to end, and those that would start meanwhile wait for it, while
+// the tests that need no Docker (the kernel tier, the API server tests) go
+// on beside it. make test starts dockerd
 // and the rig's registry again should the test die with them down.
 func TestDockerdRestartedLanesRepaired(t *testing.T) {
 	if os.Getenv(DockerdRestartEnv) != "1" {
 		t.Skip("restarts the host's dockerd, which stops every container on it: make test runs it (" + DockerdRestartEnv + "=1)")
 	}
-	t.Parallel() // alone on Docker, not on the machine (see above)
-	testutil.RequireRoot(t)
-	testutil.RequireDockerAlone(t)
+	t.Parallel() // alone on Docker only for the restart (see above)
 	requireRig(t)
 	var lanes [2]*lane
 	for i, onTmpfs := range []bool{true, false} {
@@ -67,6 +66,8 @@ func TestDockerdRestartedLanesRepaired(t *testing.T) {
 	if t.Failed() {
 		return
 	}
+	// The lanes came up beside the other tests; the restart waits for them.
+	testutil.RequireDockerAlone(t)
 	restartDockerd(t)
 	for i, l := range lanes {
 		lost := i == 0
