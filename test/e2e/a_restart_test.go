@@ -93,14 +93,7 @@ func TestRestartedLaneRepaired(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Until the restarted server answers, status cannot tell whether the
-	// cluster kept its objects.
-	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(2 * time.Second) {
-		res = run(t, nil, "status", "--config", l.path, "-o", "json")
-		if strings.Contains(res.output, `"ready": "`) || time.Now().After(deadline) {
-			break
-		}
-	}
+	res = statusOnceServerAnswers(t, l)
 	if res.code != 1 || !strings.Contains(res.output, `"health": "degraded"`) || !strings.Contains(res.output, `"clusterLost": true`) ||
 		!strings.Contains(res.output, "came back empty") ||
 		!strings.Contains(res.output, "agent-0 restarted into a new network namespace") || !strings.Contains(res.output, "agent-1 restarted into a new network namespace") {

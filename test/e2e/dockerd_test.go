@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -71,15 +72,7 @@ func TestDockerdRestartedLanesRepaired(t *testing.T) {
 	restartDockerd(t)
 	for i, l := range lanes {
 		lost := i == 0
-		// Until the restarted server answers, status cannot tell whether
-		// the cluster kept its objects.
-		var res result
-		for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(2 * time.Second) {
-			res = run(t, nil, "status", "--config", l.path, "-o", "json")
-			if strings.Contains(res.output, `"ready": "`) || time.Now().After(deadline) {
-				break
-			}
-		}
+		res := statusOnceServerAnswers(t, l)
 		if res.code != 1 || !strings.Contains(res.output, `"health": "degraded"`) || strings.Contains(res.output, `"clusterLost": true`) != lost ||
 			!strings.Contains(res.output, "agent-0 restarted into a new network namespace") || !strings.Contains(res.output, "agent-1 restarted into a new network namespace") {
 			t.Fatalf("status of %s (datastore on tmpfs: %t) after dockerd restarted: exit %d, want 1 with clusterLost %t\n%s", l.cfg.Name, lost, res.code, lost, res.output)
@@ -115,28 +108,13 @@ func restartDockerd(t *testing.T) {
 		waitDocker(t)
 		return
 	}
-	pidb, err := os.ReadFile("/var/run/docker.pid")
-	if err != nil {
-		t.Fatalf("finding dockerd: %v", err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(pidb)))
-	if err != nil {
-		t.Fatalf("/var/run/docker.pid: %v", err)
-	}
-	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil {
-		t.Fatalf("dockerd (pid %d): %v", pid, err)
-	}
-	argv := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
+	pid := dockerdPID(t)
+	argv := procStrings(t, pid, "cmdline")
 	// Its own environment, not the test's: the restarted dockerd once took
 	// the test's TMPDIR, removed with the test, and every later exec in a
 	// container failed ("failed to create runc console socket: stat
 	// /tmp/sriov-lane-e2e-tmp-...: no such file or directory").
-	environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
-	if err != nil {
-		t.Fatalf("dockerd (pid %d): %v", pid, err)
-	}
-	env := strings.Split(strings.TrimRight(string(environ), "\x00"), "\x00")
+	env := procStrings(t, pid, "environ")
 	logPath, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/1", pid))
 	start := func() error {
 		cmd := exec.Command(argv[0], argv[1:]...)
@@ -167,7 +145,7 @@ func restartDockerd(t *testing.T) {
 		t.Fatalf("stopping dockerd (pid %d): %v", pid, err)
 	}
 	// dockerd stops every container (each gets its stop timeout) and exits.
-	err = wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
 		return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH), nil
 	})
 	if err != nil {
@@ -177,11 +155,33 @@ func restartDockerd(t *testing.T) {
 		t.Fatalf("starting dockerd again (%q): %v", argv, err)
 	}
 	waitDocker(t)
-	if b, err := os.ReadFile("/var/run/docker.pid"); err == nil {
-		if now, err := os.ReadFile("/proc/" + strings.TrimSpace(string(b)) + "/environ"); err == nil && string(now) != string(environ) {
-			t.Errorf("the restarted dockerd's environment differs from the one before")
-		}
+	if now := procStrings(t, dockerdPID(t), "environ"); !slices.Equal(now, env) {
+		t.Errorf("the restarted dockerd's environment differs from the one before")
 	}
+}
+
+// dockerdPID is the running dockerd's pid, from its pidfile.
+func dockerdPID(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/var/run/docker.pid")
+	if err != nil {
+		t.Fatalf("finding dockerd: %v", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("/var/run/docker.pid: %v", err)
+	}
+	return pid
+}
+
+// procStrings is a NUL-separated file of /proc/<pid> (cmdline, environ).
+func procStrings(t *testing.T, pid int, name string) []string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, name))
+	if err != nil {
+		t.Fatalf("dockerd (pid %d): %v", pid, err)
+	}
+	return strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
 }
 
 func systemdRunsDocker() bool {

@@ -24,6 +24,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/client"
 	"github.com/vishvananda/netlink"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/statedir"
@@ -400,4 +401,17 @@ func copyIntoContainer(t *testing.T, cli *client.Client, name, src, dst string) 
 	if err := cli.CopyToContainer(context.Background(), name, filepath.Dir(dst), &buf, container.CopyToContainerOptions{}); err != nil {
 		t.Fatalf("copying %s into %s: %v", src, name, err)
 	}
+}
+
+// statusOnceServerAnswers runs `status -o json` until the lane's restarted
+// server answers (a "ready" field), for at most 3 min, and returns the last:
+// until then status cannot tell whether the cluster kept its objects.
+func statusOnceServerAnswers(t *testing.T, l *lane) result {
+	t.Helper()
+	var res result
+	_ = wait.PollUntilContextTimeout(t.Context(), 2*time.Second, 3*time.Minute, true, func(context.Context) (bool, error) {
+		res = run(t, nil, "status", "--config", l.path, "-o", "json")
+		return strings.Contains(res.output, `"ready": "`), nil
+	})
+	return res
 }

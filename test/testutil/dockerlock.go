@@ -2,7 +2,6 @@ package testutil
 
 import (
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -78,11 +77,7 @@ func underTest(name, parent string) bool {
 // waiting for it, until t ends.
 func lockDocker(t testing.TB, how int) {
 	t.Helper()
-	if err := os.MkdirAll(slotDir, 0o755); err != nil {
-		t.Fatalf("taking the Docker lock: %v", err)
-	}
-	_ = os.Chmod(slotDir, 0o1777)
-	f, err := os.OpenFile(filepath.Join(slotDir, dockerLockFile), os.O_CREATE|os.O_RDWR, 0o666)
+	f, err := openLockFile(dockerLockFile)
 	if err != nil {
 		t.Fatalf("taking the Docker lock: %v", err)
 	}

@@ -98,9 +98,7 @@ func RequireDockerClient(t testing.TB) *client.Client {
 		skipOrFail(t, "needs Docker: "+err.Error())
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if _, err := cli.Ping(ctx); err != nil {
+	if err := pingDocker(cli); err != nil {
 		cli.Close()
 		skipOrFail(t, "needs a running Docker daemon (`make test-env` starts one): "+err.Error())
 		return nil
@@ -117,9 +115,13 @@ func DockerPing() error {
 		return err
 	}
 	defer cli.Close()
+	return pingDocker(cli)
+}
+
+func pingDocker(cli *client.Client) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, err = cli.Ping(ctx)
+	_, err := cli.Ping(ctx)
 	return err
 }
 

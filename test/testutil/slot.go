@@ -63,12 +63,8 @@ const (
 // ports something else (not a test) listens on is passed over.
 func TakeSlot(t testing.TB) *Slot {
 	t.Helper()
-	if err := os.MkdirAll(slotDir, 0o755); err != nil {
-		t.Fatalf("taking a test slot: %v", err)
-	}
-	_ = os.Chmod(slotDir, 0o1777)
 	for n := range slots {
-		f, err := os.OpenFile(filepath.Join(slotDir, strconv.Itoa(n)), os.O_CREATE|os.O_RDWR, 0o666)
+		f, err := openLockFile(strconv.Itoa(n))
 		if err != nil {
 			t.Fatalf("taking a test slot: %v", err)
 		}
@@ -141,4 +137,14 @@ func (s *Slot) Port(t testing.TB) int {
 func FreePort(t testing.TB) int {
 	t.Helper()
 	return TakeSlot(t).Port(t)
+}
+
+// openLockFile opens (making it if need be) the lock file name in slotDir,
+// which every test process on the machine shares.
+func openLockFile(name string) (*os.File, error) {
+	if err := os.MkdirAll(slotDir, 0o755); err != nil {
+		return nil, err
+	}
+	_ = os.Chmod(slotDir, 0o1777)
+	return os.OpenFile(filepath.Join(slotDir, name), os.O_CREATE|os.O_RDWR, 0o666)
 }
