@@ -3,8 +3,8 @@
 #
 # Copy (or symlink) this file to kubevirtci's cluster-up/cluster/<provider>/provider.sh,
 # e.g. cluster-up/cluster/k3d-sriov/provider.sh. sriov-lane itself reads kubevirtci's
-# CLUSTER_NAME, PF_COUNT_PER_NODE, PF_BLACKLIST and HOST_PORT from the environment;
-# this file maps the rest:
+# CLUSTER_NAME, PF_COUNT_PER_NODE, PF_BLACKLIST, HOST_PORT and KUBEVIRT_USE_DRA from the
+# environment; this file maps the rest:
 #   KUBEVIRT_NUM_NODES      total nodes incl. the server (default 3: 1 server + 2 agents)
 #   KUBEVIRTCI_CONFIG_PATH  where kubevirtci keeps per-provider files (default _ci-configs)
 #   KUBEVIRT_PROVIDER       the provider name (default k3d-sriov)

@@ -38,15 +38,22 @@ func main() {
 // host without PFs.
 var placeholderPFs = []string{"PF0", "PF1"}
 
-// render returns file name -> content for both default lanes. A component
-// both lanes deploy (Multus, sriov-cni, the device plugin) must render the
-// same in each, and is written once.
+// render returns file name -> content for both default lanes and a
+// default lane in DRA mode. A component more than one of them deploys
+// (Multus, sriov-cni, the device plugin) must render the same in each, and
+// is written once.
 func render(ctx context.Context) (map[string][]byte, error) {
 	files := map[string][]byte{}
-	for _, network := range []string{config.CNIFlannel, config.CNICalico} {
+	for _, v := range []struct{ network, allocation string }{
+		{config.CNIFlannel, config.VFAllocationDevicePlugin},
+		{config.CNICalico, config.VFAllocationDevicePlugin},
+		{config.CNIFlannel, config.VFAllocationDRA},
+	} {
+		network := v.network
 		l := config.Default()
 		l.CNI = network
 		opts := lane.CNIOptions(l, placeholderPFs)
+		opts.VFAllocation = v.allocation
 		// Never download, never read a host's cache: the pinned Calico
 		// manifests are named in the header with their digests.
 		opts.Calico.Offline = true
@@ -57,7 +64,7 @@ func render(ctx context.Context) (map[string][]byte, error) {
 		opts.NetworkResourcesInjector.Enabled = true
 		cs, err := cni.Components(ctx, opts)
 		if err != nil {
-			return nil, fmt.Errorf("%s lane: %w", network, err)
+			return nil, fmt.Errorf("%s lane (%s): %w", network, v.allocation, err)
 		}
 		for _, c := range cs {
 			name := c.Name + ".yaml"
@@ -66,7 +73,7 @@ func render(ctx context.Context) (map[string][]byte, error) {
 				return nil, err
 			}
 			if prev, ok := files[name]; ok && !bytes.Equal(prev, b) {
-				return nil, fmt.Errorf("%s differs between the flannel and calico lanes: render it per lane", c.Name)
+				return nil, fmt.Errorf("%s differs between the lanes it is rendered for: render it per lane", c.Name)
 			}
 			files[name] = b
 		}
@@ -80,6 +87,10 @@ func renderComponent(c cni.Component) ([]byte, error) {
 	fmt.Fprintf(&b, "# Component %s, as `sriov-lane up` applies it for a default lane.\n", c.Name)
 	if c.Name == "sriov-device-plugin" {
 		fmt.Fprintf(&b, "# The PF names %s stand for the PFs up leases.\n", strings.Join(placeholderPFs, ", "))
+	}
+	if c.Name == cni.DRAComponent {
+		fmt.Fprintf(&b, "# Only in DRA mode, in place of sriov-cni and sriov-device-plugin; DRA mode is not\n")
+		fmt.Fprintf(&b, "# selectable yet (issue #22).\n")
 	}
 	if c.Name == cni.InjectorName {
 		fmt.Fprintf(&b, "# Optional: only with components.networkResourcesInjector: true. The Secret's data and the\n")

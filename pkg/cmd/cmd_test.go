@@ -14,6 +14,22 @@ func runCLI(t *testing.T, args ...string) (int, string) {
 	return code, out.String()
 }
 
+// outputHas checks that out, the output of what, holds each of wants, and
+// shows it once if it lacks any.
+func outputHas(t *testing.T, what, out string, wants ...string) {
+	t.Helper()
+	lacks := false
+	for _, want := range wants {
+		if !strings.Contains(out, want) {
+			t.Errorf("%s lacks %q", what, want)
+			lacks = true
+		}
+	}
+	if lacks {
+		t.Logf("%s:\n%s", what, out)
+	}
+}
+
 func TestVersionNamesK3dLibrary(t *testing.T) {
 	code, out := runCLI(t, "version", "-o", "json")
 	var v VersionInfo
@@ -62,16 +78,12 @@ func TestEveryCommandHasExamples(t *testing.T) {
 func TestPlanCalicoOffline(t *testing.T) {
 	state := t.TempDir()
 	code, out := runCLI(t, "plan", "--cni", "calico", "--state-dir", state, "--sysfs-root", t.TempDir())
-	for _, want := range []string{
+	outputHas(t, "plan output", out,
 		"# not cached: up fetches https://raw.githubusercontent.com/projectcalico/calico/v3.32.1/manifests/operator-crds.yaml (sha256 192f8b2d934ef24b62e86b7e1a6e1762d1c8af26a916f78057bc13fa5ed60f71, 3046956 bytes)",
 		"manifests/tigera-operator.yaml (sha256 f18e073794207d372606bc3ea6f8fd73972f86d6828f4ba666dfe0d4aa8ab07f",
 		"kind: Installation",
 		"containerIPForwarding: Enabled",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("plan output lacks %q", want)
-		}
-	}
+	)
 	if code != 0 || strings.Contains(out, "kube-flannel") {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
@@ -127,5 +139,31 @@ func TestPlanListsEveryImage(t *testing.T) {
 
 	if code, out := runCLI(t, "plan", "--images", "--config-only"); code != ExitUsage {
 		t.Errorf("--images --config-only: exit %d:\n%s", code, out)
+	}
+}
+
+// plan on a host with no PFs shows placeholder names and says so once,
+// though both the image list and the objects take the names.
+func TestPlanWarnsOnceOfNoPFs(t *testing.T) {
+	code, out := runCLI(t, "plan", "--state-dir", t.TempDir(), "--sysfs-root", t.TempDir())
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	if n := strings.Count(out, "no PFs to select on this host"); n != 1 {
+		t.Errorf("the no-PFs warning is printed %d times, want once:\n%s", n, out)
+	}
+	outputHas(t, "plan output", out, "PF0")
+}
+
+// status, repair and reset of a lane this host never brought up (or took
+// down) say so, and how to bring it up, in one wording.
+func TestCommandsOnNoLaneSayItDoesNotExist(t *testing.T) {
+	state := t.TempDir()
+	for _, cmd := range []string{"status", "repair", "reset"} {
+		code, out := runCLI(t, cmd, "--name", "nolane", "--state-dir", state)
+		if code != 1 {
+			t.Errorf("%s: exit %d, want 1:\n%s", cmd, code, out)
+		}
+		outputHas(t, cmd+" output", out, "lane nolane does not exist", "sriov-lane up --name nolane")
 	}
 }

@@ -27,7 +27,7 @@ nothing to do.`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			cli, _ := g.docker() // nil: the lane call connects, and says why it cannot, when it needs Docker
-			failed, none, err := lf.eachLane(all, func(l *config.Lane) error {
+			return lf.eachLane(all, "not fully down", func(l *config.Lane) error {
 				rep, err := lane.Down(c.Context(), l, lane.DownOptions{Docker: cli, Out: g.streams.Err, Verbose: g.verbose, Force: force})
 				switch {
 				case err != nil:
@@ -39,16 +39,6 @@ nothing to do.`,
 				}
 				return nil
 			})
-			if err != nil {
-				return err
-			}
-			if none {
-				fmt.Fprintln(g.streams.Out, "no lanes: nothing to do")
-			}
-			if len(failed) > 0 {
-				return fmt.Errorf("%d lane(s) not fully down: %v", len(failed), failed)
-			}
-			return nil
 		},
 	}
 	lf = addLaneFlags(g, c, false)

@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -49,22 +50,24 @@ func (lf *laneFlags) load() (*config.Lane, error) {
 }
 
 // eachLane runs f on the saved config of the selected lane, or with all on
-// every lane of the state dir, going on past failures; it returns the
-// failures and whether there was no lane at all.
-func (lf *laneFlags) eachLane(all bool, f func(*config.Lane) error) (failed []error, none bool, err error) {
+// every lane of the state dir, going on past failures. With all and no lane
+// it says there is nothing to do; the error names every lane's failure,
+// as "N lane(s) <notDone>: ...".
+func (lf *laneFlags) eachLane(all bool, notDone string, f func(*config.Lane) error) error {
 	l, err := lf.load()
 	if err != nil {
-		return nil, false, err
+		return err
 	}
 	names := []string{l.Name}
 	if all {
 		if lf.name != "" {
-			return nil, false, usagef("--all and --name exclude each other")
+			return usagef("--all and --name exclude each other")
 		}
 		if names, err = statedir.Dir(l.StateDir).Lanes(); err != nil {
-			return nil, false, err
+			return err
 		}
 	}
+	var failed []error
 	for _, n := range names {
 		ln := *l
 		ln.Name = n
@@ -76,5 +79,11 @@ func (lf *laneFlags) eachLane(all bool, f func(*config.Lane) error) (failed []er
 			failed = append(failed, err)
 		}
 	}
-	return failed, len(names) == 0, nil
+	if len(names) == 0 {
+		fmt.Fprintln(lf.g.streams.Out, "no lanes: nothing to do")
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%d lane(s) %s: %v", len(failed), notDone, failed)
+	}
+	return nil
 }

@@ -40,6 +40,7 @@ rule gives) or pulling them into the host's Docker for 'sriov-lane load --plan-i
   sriov-lane plan --images                        # one upstream image reference a line
   sriov-lane plan --images | xargs -n1 docker pull
   sriov-lane plan --network-resources-injector=true   # the webhook, with placeholder certificate data
+  sriov-lane plan --vf-allocation dra   # dra-driver-sriov, its CRDs, DeviceClass and default policy, no device plugin
   sriov-lane plan --cni calico --ip-family dual   # both IP pools in the Installation
   sriov-lane plan --config-only --topology-manager-policy best-effort --datastore-on-tmpfs=false
   SRIOV_LANE_AGENTS=3 sriov-lane plan -o json`,
@@ -57,8 +58,12 @@ rule gives) or pulling them into the host's Docker for 'sriov-lane load --plan-i
 			}
 			var images []lane.Image
 			var imageNotes []string
+			var pfNames []string
 			if !configOnly {
-				if images, imageNotes, err = lane.Images(c.Context(), l, plannedPFNames(c, l, g)); err != nil {
+				// Read once: the images and the objects name the same PFs,
+				// and a host without them is warned of once.
+				pfNames = plannedPFNames(c, l, g)
+				if images, imageNotes, err = lane.Images(c.Context(), l, pfNames); err != nil {
 					return err
 				}
 			}
@@ -74,7 +79,7 @@ rule gives) or pulling them into the host's Docker for 'sriov-lane load --plan-i
 			var objs []*unstructured.Unstructured
 			var pending []cni.PendingFetch
 			if !configOnly {
-				opts := lane.CNIOptions(l, plannedPFNames(c, l, g))
+				opts := lane.CNIOptions(l, pfNames)
 				// plan never downloads: pinned manifests that are not
 				// cached are shown as what up would fetch.
 				opts.Calico.Offline = true

@@ -34,7 +34,7 @@ one that was removed cannot be repaired (run down, then up).`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			cli, _ := g.docker() // nil: the lane call connects, and says why it cannot, when it needs Docker
-			failed, _, err := lf.eachLane(all, func(l *config.Lane) error {
+			return lf.eachLane(all, "not repaired", func(l *config.Lane) error {
 				rep, err := lane.Repair(c.Context(), l, lane.RepairOptions{Docker: cli, Out: g.streams.Err, Verbose: g.verbose})
 				if err == nil && (len(rep.Repaired) > 0 || rep.ClusterRestored) {
 					what := rep.Repaired
@@ -45,13 +45,6 @@ one that was removed cannot be repaired (run down, then up).`,
 				}
 				return err
 			})
-			if err != nil {
-				return err
-			}
-			if len(failed) > 0 {
-				return fmt.Errorf("%d lane(s) not repaired: %v", len(failed), failed)
-			}
-			return nil
 		},
 	}
 	lf = addLaneFlags(g, c, false)

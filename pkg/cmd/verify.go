@@ -40,6 +40,21 @@ exec does, no kubectl needed) and prints one line per check with what it found:
   interface in pod  netdevice lanes: that interface is in the pod's network namespace
                     with the annotation's MAC and address
 
+A lane with vfAllocation dra has no device plugin resource: its smoke pod takes a
+ResourceClaim from a ResourceClaimTemplate of DeviceClass ` + cni.DRADeviceClass + `
+whose VfConfig names the smoke network (driver vfio-pci in vfio-pci mode), and the checks
+are:
+
+  pod Ready         as above
+  SRIOVNETWORK env  the driver's SRIOVNETWORK_PCI_ADDRESSES holds one PCI address
+  resource claim    the pod's claim is allocated that VF's device
+  vfio device       vfio-pci lanes: as above, the group SRIOVNETWORK_<dev>_VFIO_DEVICE names
+  interface in pod  netdevice lanes: ` + smoke.DRAInterface + `, which the driver's sriov-cni moved into
+                    the pod, with an address in ` + smoke.Subnet + `
+
+Afterwards it also waits until the pod's claim is gone (the driver unprepared the VF)
+and deletes the template.
+
 The first failed check ends verify (exit 1) with the pod, the check, what was expected,
 what was found and the pod's last events.
 
@@ -71,7 +86,11 @@ inspection; the next verify deletes a pod left that way before it starts.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(v.out, "lane %s: VF %s of %s (%s) reached pod %s\n", l.Name, dev.Address, l.Resource(), l.VFDriver, v.pod())
+			of := l.Resource()
+			if l.VFAllocation == config.VFAllocationDRA {
+				of = "DeviceClass " + cni.DRADeviceClass
+			}
+			fmt.Fprintf(v.out, "lane %s: VF %s of %s (%s) reached pod %s\n", l.Name, dev.Address, of, l.VFDriver, v.pod())
 			return nil
 		},
 	}
@@ -134,6 +153,12 @@ func (v *verifier) run(ctx context.Context) (dev smoke.PCIDevice, err error) {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), v.timeout+networkDeleteBound)
 		defer cancel()
 		cerr := v.deletePod(cctx, "deleted pod %s (gone, its VF is free again)")
+		if cerr == nil && v.opts.VFAllocation == config.VFAllocationDRA {
+			if cerr = smoke.WaitClaimsGone(cctx, v.kube.Typed, ns); cerr == nil {
+				v.log.V(0).Infof("the pod's ResourceClaim is gone (the driver unprepared its VF)")
+				cerr = smoke.DeleteClaimTemplate(cctx, v.kube.Typed, ns)
+			}
+		}
 		if cerr == nil {
 			cerr = smoke.DeleteNetwork(cctx, v.kube.Dynamic, ns)
 		}

@@ -1,6 +1,8 @@
 package cmd
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -14,15 +16,12 @@ func TestVerifyHelpNamesEveryCheckAndCleanup(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, out)
 	}
-	for _, want := range []string{
+	outputHas(t, "verify --help", out,
 		smoke.CheckPodReady, smoke.CheckPCIDeviceEnv, smoke.CheckVFIODevice, smoke.CheckNetworkStatus, smoke.CheckPodInterface,
+		smoke.CheckDRAEnv, smoke.CheckClaim, smoke.DRAInterface,
 		smoke.Subnet, smoke.PCIDeviceEnvName("kubevirt.io", "sriov_net"),
 		"deletes the pod, waits until it is gone", "--keep",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("verify --help lacks %q:\n%s", want, out)
-		}
-	}
+	)
 }
 
 // A lane that was never brought up fails before anything is applied.
@@ -30,5 +29,19 @@ func TestVerifyWithoutLaneFails(t *testing.T) {
 	code, out := runCLI(t, "verify", "--state-dir", t.TempDir(), "--keep")
 	if code != 1 || !strings.Contains(out, "(is the lane up?)") {
 		t.Fatalf("exit %d without a lane: %s", code, out)
+	}
+}
+
+// A dra lane is verified as any other (through a ResourceClaimTemplate,
+// test/e2e TestDRAOnTheRig): one that is not up fails as any other does,
+// not with the refusal verify had before it checked dra lanes.
+func TestVerifyTakesADRALane(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "lane.yaml")
+	if err := os.WriteFile(cfg, []byte("apiVersion: sriov-lane.io/v1alpha1\nkind: Lane\nvfAllocation: dra\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out := runCLI(t, "verify", "--state-dir", t.TempDir(), "--config", cfg)
+	if code != 1 || !strings.Contains(out, "(is the lane up?)") || strings.Contains(out, "vfAllocation dra") {
+		t.Fatalf("exit %d for a dra lane that is not up: %s", code, out)
 	}
 }

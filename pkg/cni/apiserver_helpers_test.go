@@ -18,11 +18,7 @@ import (
 // SRIOV_LANE_TEST_STRICT=1, without $SRIOV_LANE_TEST_ASSETS).
 func startAPI(t *testing.T) (*rest.Config, kubernetes.Interface) {
 	t.Helper()
-	cfg := apiserver.StartForTest(t)
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, cs := apiserver.ClientsForTest(t, kubernetes.NewForConfig)
 	return cfg, cs
 }
 

@@ -49,7 +49,7 @@ func resourceVersions(t *testing.T, cfg *rest.Config, objs []*unstructured.Unstr
 // the code under test's own discovery).
 func guessGVR(t *testing.T, gvk schema.GroupVersionKind) schema.GroupVersionResource {
 	t.Helper()
-	special := map[string]string{"NetworkAttachmentDefinition": nadPlural}
+	special := map[string]string{"NetworkAttachmentDefinition": nadPlural, "DeviceClass": "deviceclasses", "SriovResourcePolicy": "sriovresourcepolicies"}
 	res, ok := special[gvk.Kind]
 	if !ok {
 		res = strings.ToLower(gvk.Kind) + "s"
@@ -170,13 +170,19 @@ func TestApplyIsNotClientThrottled(t *testing.T) {
 	cfg, _ := startAPI(t)
 	kc := rest.CopyConfig(cfg)
 	kc.QPS, kc.Burst = 0, 0 // what clientcmd leaves: client-go's defaults
-	// 40 requests at 5 QPS after a burst of 10 take at least 6 s.
+	// client-go's default token bucket (DefaultQPS 5, DefaultBurst 10,
+	// k8s.io/client-go rest/config.go@v0.37.2) passes n requests no sooner
+	// than (n-10)/5 s: 18 s for 100, so a throttled Apply can never pass
+	// the bound below, while an unthrottled one has over ten times what it
+	// needs even under make test's load. (40 objects in 3 s measured the
+	// machine: it failed under load.)
+	const n, bound = 100, 15 * time.Second
 	var objs []*unstructured.Unstructured
-	for i := range 40 {
+	for i := range n {
 		u := &unstructured.Unstructured{}
 		u.SetAPIVersion("v1")
 		u.SetKind("ConfigMap")
-		u.SetName(fmt.Sprintf("throttle-%02d", i))
+		u.SetName(fmt.Sprintf("throttle-%03d", i))
 		u.SetNamespace("default")
 		// A field of its own: an apply that owns none leaves no managedFields.
 		u.Object["data"] = map[string]any{"i": fmt.Sprint(i)}
@@ -186,7 +192,7 @@ func TestApplyIsNotClientThrottled(t *testing.T) {
 	if err := Apply(t.Context(), clients(t, kc), objs, log.Noop); err != nil {
 		t.Fatal(err)
 	}
-	if d := time.Since(start); d > 3*time.Second {
+	if d := time.Since(start); d > bound {
 		t.Errorf("applying %d ConfigMaps took %s: client-side throttling", len(objs), d)
 	}
 	if kc.QPS != 0 || kc.Burst != 0 {

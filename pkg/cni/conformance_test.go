@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -93,6 +95,14 @@ func (v view) labelsOf(kind, name string) map[string]string {
 	}
 	v.t.Fatalf("no %s %s", kind, name)
 	return nil
+}
+
+// configMap is the rendered ConfigMap of that name.
+func (v view) configMap(name string) *corev1.ConfigMap {
+	v.t.Helper()
+	var cm corev1.ConfigMap
+	v.get("ConfigMap", name, &cm)
+	return &cm
 }
 
 func (v view) ds(name string) *appsv1.DaemonSet {
@@ -253,8 +263,7 @@ func TestConformanceFlannel(t *testing.T) {
 	src := FlannelUpstream
 	var ns corev1.Namespace
 	v.get("Namespace", flannelNamespace, &ns)
-	var cm corev1.ConfigMap
-	v.get("ConfigMap", flannelConfigMap, &cm)
+	cm := v.configMap(flannelConfigMap)
 	var conflist struct {
 		Name, CNIVersion string
 		Plugins          []map[string]any
@@ -320,10 +329,10 @@ func TestConformanceFlannel(t *testing.T) {
 		{src, "hostPath types", hostPathTypes(ds), "run DirectoryOrCreate, cni-plugin DirectoryOrCreate, cni DirectoryOrCreate, xtables-lock FileOrCreate, k3s-bin Directory",
 			"upstream types only xtables-lock (FileOrCreate); " + hostPathTypeWhy},
 		// The lane's own init container: k3s ships the standard plugins.
-		{"k3s-io/k3s scripts/package-cli@167c1143", "install-k3s-cni-plugins copies k3s's plugins from the node's /bin",
+		{"k3s-io/k3s scripts/package-cli@v1.35.5+k3s1 (read at 6a4781ad)", "install-k3s-cni-plugins copies k3s's plugins from the node's /bin",
 			cmdline(container(ds, "install-k3s-cni-plugins")) + " | " + mount(ds, "install-k3s-cni-plugins", "k3s-bin") + " <- " + hostPath(ds, "k3s-bin"),
 			"cp -fL /host/bin/bandwidth /host/bin/bridge /host/bin/host-local /host/bin/loopback /host/bin/portmap /opt/cni/bin/ | /host/bin ro <- /bin",
-			"not in upstream, which expects the plugins installed; k3s links bridge, host-local, ... to its multi-call /bin/cni (relative links, the same at stored commit 0c6b584f; the data archive is unpacked at / in the image, package/Dockerfile@bad22133), and installs none of them with --flannel-backend=none. Read at stored k3s commits: the v1.35.5+k3s1 tag is not fetchable here"},
+			"not in upstream, which expects the plugins installed; k3s links bridge, host-local, ... to its multi-call /bin/cni (relative links; the data archive is unpacked at / in the image, package/Dockerfile@v1.35.5+k3s1), and installs none of them with --flannel-backend=none (pkg/executor/embed/embed.go@v1.35.5+k3s1)"},
 	})
 }
 
@@ -340,8 +349,7 @@ func TestConformanceMultus(t *testing.T) {
 	short, _, _ := unstructured.NestedStringSlice(crd.Object, "spec", "names", "shortNames")
 	kind, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "kind")
 	scope, _, _ := unstructured.NestedString(crd.Object, "spec", "scope")
-	var cm corev1.ConfigMap
-	v.get("ConfigMap", multusConfigMap, &cm)
+	cm := v.configMap(multusConfigMap)
 	var dc multusDaemonConfig
 	if err := json.Unmarshal([]byte(cm.Data["daemon-config.json"]), &dc); err != nil {
 		t.Fatal(err)
@@ -429,8 +437,7 @@ func TestConformanceDevicePlugin(t *testing.T) {
 	ds := v.ds(devicePluginDaemonSet)
 	c := container(ds, "kube-sriovdp")
 	src := DevicePluginUpstream
-	var cm corev1.ConfigMap
-	v.get("ConfigMap", DevicePluginConfigMap, &cm)
+	cm := v.configMap(DevicePluginConfigMap)
 	checkFacts(t, []fact{
 		{src, "service account", ds.Spec.Template.Spec.ServiceAccountName, "sriov-device-plugin", ""},
 		{src, "namespace", ds.Namespace + " " + cm.Namespace, "kube-system kube-system", ""},
@@ -618,5 +625,136 @@ func TestConformanceInjector(t *testing.T) {
 			"upstream leaves it unset, admissionregistration/v1's default Fail, and the installer defaults to Fail (cmd/installer/main.go@v1.9.0); the lane's primary CNI pods run outside kube-system and the injector needs that CNI to be reached, so Fail would deadlock the first up and any node restart (see injectorWebhookConfiguration)"},
 		{repo + "deployments/pdb.yaml@" + InjectorVersion, "no PodDisruptionBudget", fmt.Sprint(slices.ContainsFunc(v.objs, func(u *unstructured.Unstructured) bool { return u.GetKind() == "PodDisruptionBudget" })), "false",
 			"upstream keeps one replica through voluntary disruptions; kubevirtci does not apply it (" + kvBump + " fetches auth, server and service only) and nothing drains a lane's nodes"},
+	})
+}
+
+// schemaAt is the openAPIV3Schema node of crd at path, rendered.
+func schemaAt(t *testing.T, crd *unstructured.Unstructured, path ...string) string {
+	t.Helper()
+	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+	if len(versions) != 1 {
+		t.Fatalf("%s: %d versions", crd.GetName(), len(versions))
+	}
+	v, _, err := unstructured.NestedFieldNoCopy(versions[0].(map[string]any), append([]string{"schema", "openAPIV3Schema"}, path...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprint(v)
+}
+
+// schemaKeys are the property names of crd's schema node at path, sorted.
+func schemaKeys(t *testing.T, crd *unstructured.Unstructured, path ...string) string {
+	t.Helper()
+	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+	m, _, err := unstructured.NestedMap(versions[0].(map[string]any), append([]string{"schema", "openAPIV3Schema"}, path...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(slices.Sorted(maps.Keys(m)), " ")
+}
+
+func TestConformanceDRA(t *testing.T) {
+	v := renderView(t, draOptions())
+	ds := v.ds(draDaemonSet)
+	plugin, init := container(ds, "plugin"), container(ds, "sriov-cni")
+	spec := ds.Spec.Template.Spec
+	const (
+		tmpl     = draChart + "templates/dra-driver.yaml" + draChartAt
+		values   = draChart + "values.yaml" + draChartAt
+		helpers  = draChart + "templates/_helpers.tpl" + draChartAt
+		role     = draChart + "templates/clusterrole.yaml" + draChartAt
+		class    = draChart + "templates/deviceclass.yaml" + draChartAt
+		crds     = draChart + "templates/sriovnetwork.k8snetworkplumbingwg.io_sriovresourcepolicies.yaml" + draChartAt
+		attrsCRD = draChart + "templates/sriovnetwork.k8snetworkplumbingwg.io_deviceattributes.yaml" + draChartAt
+		bump     = "kubevirt/kubevirtci hack/bump-dra-driver-sriov.sh@39bd4947ba4d"
+		deploy   = "kubevirt/kubevirtci cluster-up/cluster/kind-sriov/sriov-components/sriov_components.sh@39bd4947ba4d"
+		policy   = "kubevirt/kubevirtci cluster-up/cluster/kind-sriov/sriov-components/manifests/dra/sriov_dra_default_policy.yaml@39bd4947ba4d"
+		kvImage  = "kubevirt/kubevirtci cluster-up/cluster/kind-sriov/sriov-components/manifests/dra/sriov_dra.yaml@39bd4947ba4d"
+		consts   = "k8snetworkplumbingwg/dra-driver-sriov pkg/consts/consts.go@14490e9d438b"
+		mainGo   = "k8snetworkplumbingwg/dra-driver-sriov cmd/dra-driver-sriov/main.go@14490e9d438b"
+		cniGo    = "k8snetworkplumbingwg/dra-driver-sriov pkg/cni/cni.go@14490e9d438b"
+	)
+	var sa corev1.ServiceAccount
+	v.get("ServiceAccount", draSA, &sa)
+	var binding rbacv1.ClusterRoleBinding
+	v.get("ClusterRoleBinding", draFullname+"-role-binding", &binding)
+	var dc resourcev1.DeviceClass
+	v.get("DeviceClass", DRADeviceClass, &dc)
+	var policyCRD, attrs *unstructured.Unstructured
+	var pol *unstructured.Unstructured
+	for _, u := range v.objs {
+		switch {
+		case u.GetKind() == "CustomResourceDefinition" && u.GetName() == draPolicyCRD:
+			policyCRD = u
+		case u.GetKind() == "CustomResourceDefinition" && u.GetName() == draAttrsCRD:
+			attrs = u
+		case u.GetKind() == "SriovResourcePolicy":
+			pol = u
+		}
+	}
+	if policyCRD == nil || attrs == nil || pol == nil {
+		t.Fatalf("DRA objects missing: policy CRD %v, attributes CRD %v, policy %v", policyCRD != nil, attrs != nil, pol != nil)
+	}
+	names := func(u *unstructured.Unstructured) string {
+		n, _, _ := unstructured.NestedStringMap(u.Object, "spec", "names")
+		scope, _, _ := unstructured.NestedString(u.Object, "spec", "scope")
+		return fmt.Sprint(n, " ", scope)
+	}
+	volumes := func(ctr corev1.Container) string {
+		var out []string
+		for _, m := range ctr.VolumeMounts {
+			out = append(out, m.Name+" "+mount(ds, ctr.Name, m.Name)+" <- "+hostPath(ds, m.Name))
+		}
+		return strings.Join(out, "; ")
+	}
+	envs := func(c corev1.Container) string {
+		var out []string
+		for _, e := range c.Env {
+			out = append(out, e.Name+"="+env(c, e.Name))
+		}
+		return strings.Join(out, " ")
+	}
+	checkFacts(t, []fact{
+		{consts, "driver name, the DeviceClass's name and its selector", dc.Name + ": " + dc.Spec.Selectors[0].CEL.Expression,
+			"sriovnetwork.k8snetworkplumbingwg.io: device.driver == 'sriovnetwork.k8snetworkplumbingwg.io'", ""},
+		{class, "the DeviceClass has no config", fmt.Sprint(len(dc.Spec.Config)), "0", ""},
+		{deploy, "namespace: deploy_dra creates it; the chart has none", ds.Namespace + " " + sa.Namespace + " " + pol.GetNamespace(), "dra-driver-sriov dra-driver-sriov dra-driver-sriov", ""},
+		{helpers, "names for release sriov-dra (release name and chart name joined)", ds.Name + " " + sa.Name + " " + binding.RoleRef.Name,
+			"sriov-dra-dra-driver-sriov-chart-kubeletplugin sriov-dra-dra-driver-sriov-chart-service-account sriov-dra-dra-driver-sriov-chart-role", ""},
+		{bump, "labels without helm.sh/chart, app.kubernetes.io/version and managed-by (the script's sed)", dsLabels(ds),
+			"map[app.kubernetes.io/component:kubeletplugin app.kubernetes.io/instance:sriov-dra app.kubernetes.io/name:dra-driver-sriov-chart] pods map[app.kubernetes.io/component:kubeletplugin app.kubernetes.io/instance:sriov-dra app.kubernetes.io/name:dra-driver-sriov-chart] selector map[app.kubernetes.io/component:kubeletplugin app.kubernetes.io/instance:sriov-dra app.kubernetes.io/name:dra-driver-sriov-chart]", ""},
+		{role, "ClusterRole rules", rules(v, draRole),
+			"[resource.k8s.io] [resourceclaims] [get]; [resource.k8s.io] [resourceclaims/status] [get list update patch]; [resource.k8s.io] [resourceclaims/driver] [associated-node:update]; [] [nodes] [get list watch]; [resource.k8s.io] [resourceslices] [get list watch create update patch delete]; [k8s.cni.cncf.io] [network-attachment-definitions] [get]; [sriovnetwork.k8snetworkplumbingwg.io] [sriovresourcepolicies] [get list watch]; [sriovnetwork.k8snetworkplumbingwg.io] [deviceattributes] [get list watch]", ""},
+		{draChart + "templates/clusterrolebinding.yaml" + draChartAt, "binding", fmt.Sprint(binding.Subjects), "[{ServiceAccount  sriov-dra-dra-driver-sriov-chart-service-account dra-driver-sriov}]", ""},
+		{tmpl, "pod: hostNetwork, hostPID, grace, priority, service account", fmt.Sprintln(spec.HostNetwork, spec.HostPID, *spec.TerminationGracePeriodSeconds, spec.PriorityClassName, spec.ServiceAccountName),
+			"true true 30 system-node-critical sriov-dra-dra-driver-sriov-chart-service-account\n", ""},
+		{values, "update strategy", string(ds.Spec.UpdateStrategy.Type), "RollingUpdate", ""},
+		{tmpl, "init container: sriov-cni installs its binary and exits", init.Image + " " + string(init.ImagePullPolicy) + " " + cmdline(init) + " privileged " + privileged(init),
+			"ghcr.io/k8snetworkplumbingwg/sriov-cni:v2.10.0 IfNotPresent --no-sleep privileged true", ""},
+		{tmpl, "init container's requests", res(init), "requests cpu 10m memory 10Mi, limits cpu 0 memory 0", ""},
+		{tmpl, "init container's mounts", volumes(init), "cni-bin /host/opt/cni/bin <- /opt/cni/bin; os-release /host/etc/os-release ro <- /etc/os-release", ""},
+		{kvImage, "plugin image and command", plugin.Image + " " + cmdline(plugin) + " privileged " + privileged(plugin),
+			"ghcr.io/k8snetworkplumbingwg/dra-driver-sriov:14490e9 /usr/bin/dra-driver-sriov privileged true", ""},
+		{values, "plugin image pull policy", string(plugin.ImagePullPolicy), "IfNotPresent",
+			"the chart pulls Always; the lane pins the image by tag as it does every component, so a loaded or mirrored image serves without a registry round trip each start"},
+		{tmpl, "plugin env (kubevirtci sets ENABLE_DEVICE_METADATA; HEALTHCHECK_PORT only for a port >= 0, the default is -1; no LOG_FILE for an empty one)", envs(plugin),
+			"CDI_ROOT=/var/run/cdi KUBELET_REGISTRAR_DIRECTORY_PATH=/var/lib/kubelet/plugins_registry KUBELET_PLUGINS_DIRECTORY_PATH=/var/lib/kubelet/plugins NRI_PLUGIN_NAME=dra-driver-sriov NRI_PLUGIN_IDX=42 DEFAULT_INTERFACE_PREFIX=vfnet CONFIGURATION_MODE=STANDALONE ENABLE_DEVICE_METADATA=true NODE_NAME=fieldRef spec.nodeName NAMESPACE=fieldRef metadata.namespace V=3 LOG_FORMAT=text ALSOLOGTOSTDERR=true", ""},
+		{tmpl, "plugin mounts: k3d keeps /var/run apart from /run, and the chart's CDI, NRI and netns paths are /var/run already, where containerd keeps them", volumes(plugin),
+			"plugins-registry /var/lib/kubelet/plugins_registry <- /var/lib/kubelet/plugins_registry; plugins /var/lib/kubelet/plugins <- /var/lib/kubelet/plugins; cdi /var/run/cdi <- /var/run/cdi; cri-socket /var/run/nri/nri.sock <- /var/run/nri/nri.sock; netns /var/run/netns HostToContainer <- /var/run/netns; cni-results /var/lib/cni/ <- /var/lib/cni/; cni-bin /opt/cni/bin <- /opt/cni/bin", ""},
+		{cniGo, "the driver runs its NAD's plugins from /opt/cni/bin alone", hostPath(ds, "cni-bin"), "/opt/cni/bin", ""},
+		{tmpl, "hostPath types", hostPathTypes(ds),
+			"cni-results DirectoryOrCreate, netns DirectoryOrCreate, cri-socket Socket, plugins-registry DirectoryOrCreate, plugins DirectoryOrCreate, cdi DirectoryOrCreate, cni-bin DirectoryOrCreate, os-release File",
+			"the chart types only cri-socket (Socket) and os-release (File); " + hostPathTypeWhy},
+		{values, "tolerations", fmt.Sprint(spec.Tolerations), "[{ Exists   <nil>}]", "the chart tolerates no taint; " + earlyStartWhy},
+		{values, "node selector", fmt.Sprint(spec.NodeSelector), "map[sriov_capable:true]",
+			"the chart and kubevirtci run the driver on every node; the lane's SR-IOV components run on its SR-IOV agents, labelled sriov_capable=true, and a server has no PF to publish"},
+		{crds, "policy CRD names and scope", names(policyCRD), "map[kind:SriovResourcePolicy listKind:SriovResourcePolicyList plural:sriovresourcepolicies singular:sriovresourcepolicy] Namespaced", ""},
+		{crds, "a policy must have a spec", schemaAt(t, policyCRD, "required"), "[spec]", ""},
+		{crds, "linkType enum", schemaAt(t, policyCRD, "properties", "spec", "properties", "configs", "items", "properties", "resourceFilters", "items", "properties", "linkType", "enum"), "[eth ib ethernet infiniband]", ""},
+		{crds, "a node selector needs its terms", schemaAt(t, policyCRD, "properties", "spec", "properties", "nodeSelector", "required"), "[nodeSelectorTerms]", ""},
+		{attrsCRD, "attributes CRD names and scope", names(attrs), "map[kind:DeviceAttributes listKind:DeviceAttributesList plural:deviceattributes singular:deviceattributes] Namespaced", ""},
+		{attrsCRD, "an attribute's value kinds", schemaKeys(t, attrs, "properties", "spec", "properties", "attributes", "additionalProperties", "properties"), "bool bools int ints string strings version versions", ""},
+		{policy, "the default policy: one empty config advertises every VF", pol.GetName() + " " + fmt.Sprint(pol.Object["spec"]), "default-policy map[configs:[map[]]]", ""},
+		{mainGo, "the driver reads policies in its own namespace only", pol.GetNamespace() + " " + env(plugin, "NAMESPACE"), "dra-driver-sriov fieldRef metadata.namespace", ""},
 	})
 }

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 )
 
 // Diagnostics are gathered after a wait's context has ended, so they get
@@ -90,13 +91,56 @@ func WritePod(ctx context.Context, b *strings.Builder, cs kubernetes.Interface, 
 		switch {
 		case s.State.Waiting != nil:
 			fmt.Fprintf(b, "%s  container %s waiting: %s: %s\n", indent, s.Name, s.State.Waiting.Reason, s.State.Waiting.Message)
+			if s.RestartCount > 0 {
+				// Crash-looping: what the last run printed before it died.
+				writeLogTail(ctx, b, cs, p, s.Name, true, indent+"    ")
+			}
 		case s.State.Terminated != nil:
 			fmt.Fprintf(b, "%s  container %s terminated: %s (exit %d): %s\n", indent, s.Name, s.State.Terminated.Reason, s.State.Terminated.ExitCode, s.State.Terminated.Message)
+			if s.State.Terminated.ExitCode != 0 {
+				writeLogTail(ctx, b, cs, p, s.Name, false, indent+"    ")
+			}
 		case !s.Ready:
 			fmt.Fprintf(b, "%s  container %s running, not ready (restarts %d)\n", indent, s.Name, s.RestartCount)
 		}
 	}
 	WriteEvents(ctx, b, cs, "Pod", p.Namespace, p.Name, indent+"  ")
+}
+
+// maxLogLines is how many of a failed container's last log lines are
+// shown: a component that exits on a bad flag or config says why in its
+// last few lines, which its status and events never carry.
+const maxLogLines int64 = 10
+
+// logReadTimeout bounds one log read inside the diagnosis's own deadline:
+// the API server fetches logs from the node's kubelet, and a node that is
+// gone (when up fails, often the case) would otherwise spend the whole
+// diagnosis on one dial, leaving the events after it unread.
+const logReadTimeout = 3 * time.Second
+
+// writeLogTail appends the last lines container logged (previous: of the
+// run before this one, the one that crashed; PodLogOptions Previous and
+// TailLines, kubernetes/api core/v1/types.go@v0.37.2). The kubelet serves
+// them; where it cannot, that is said and nothing fails.
+func writeLogTail(ctx context.Context, b *strings.Builder, cs kubernetes.Interface, p *corev1.Pod, container string, previous bool, indent string) {
+	ctx, cancel := context.WithTimeout(ctx, logReadTimeout)
+	defer cancel()
+	raw, err := cs.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{
+		Container: container, Previous: previous, TailLines: ptr.To(maxLogLines),
+	}).DoRaw(ctx)
+	if err != nil {
+		fmt.Fprintf(b, "%slog: cannot read: %v\n", indent, err)
+		return
+	}
+	out := strings.TrimRight(string(raw), "\n")
+	if out == "" {
+		fmt.Fprintf(b, "%slog: empty\n", indent)
+		return
+	}
+	fmt.Fprintf(b, "%slast log lines:\n", indent)
+	for line := range strings.SplitSeq(out, "\n") {
+		fmt.Fprintf(b, "%s  %s\n", indent, line)
+	}
 }
 
 func PodReady(p *corev1.Pod) bool {

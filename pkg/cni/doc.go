@@ -1,7 +1,7 @@
 // Package cni builds and applies the lane's network components: Multus
-// (thick), sriov-cni, the SR-IOV network device plugin, the
-// network-resources-injector and the primary CNI (Flannel or Calico through
-// the Tigera operator). Objects are typed k8s.io/api values converted to
+// (thick), sriov-cni, the SR-IOV network device plugin (or, in DRA mode,
+// dra-driver-sriov in place of both), the network-resources-injector and
+// the primary CNI (Flannel or Calico through the Tigera operator). Objects are typed k8s.io/api values converted to
 // unstructured for server-side apply and for `plan` output; waits watch the
 // API instead of sleeping.
 //
@@ -23,6 +23,10 @@
 //     device plugin on a node
 //   - dpconfig.go:     the device plugin's config.json: built for the lane,
 //     parsed and refused as the plugin would
+//   - dra.go:          DRA mode's dra-driver-sriov objects (its chart as
+//     kubevirtci renders it) and default SriovResourcePolicy
+//   - dracrd.go:       the driver's SriovResourcePolicy and
+//     DeviceAttributes CRDs
 //   - injector.go:     network-resources-injector's objects and webhook
 //   - injectorcert.go: the injector webhook's CA and serving certificate
 //   - nadcrd.go:       the NetworkAttachmentDefinition CRD
@@ -36,6 +40,8 @@
 //   - injectorwait.go: Deployments rolled out; the injector's webhook
 //     answering
 //   - calicowait.go:   Calico Available as the Tigera operator reports it
+//   - drawait.go:      DRA mode's readiness: each agent's pool of
+//     dra-driver-sriov ResourceSlices holding its VFs
 //   - diagnose.go:     what a failed wait prints: events, node conditions,
 //     pods not ready
 //   - pullwatch.go:    ReportPullFailures, image pulls kubelet fails, shown

@@ -231,11 +231,11 @@ func flannelObjects(o Options) ([]runtime.Object, error) {
 // chains (bridge, host-local, portmap, ...) available in the node's CNI bin
 // dir without a download. k3s ships them as one multi-call binary, /bin/cni,
 // with a relative symlink per plugin in /bin (k3s-io/k3s
-// scripts/package-cli@167c1143, and the same at 0c6b584f: stored commits,
-// as no k3s tag can be fetched here; in k3d nodes the data archive is
-// unpacked at / (package/Dockerfile@bad22133), so no
-// /var/lib/rancher/k3s/data/current/bin exists), and
-// k3s does not install them under --flannel-backend=none. The node's /bin
+// scripts/package-cli@v1.35.5+k3s1, read at 6a4781ad; in k3d nodes the
+// data archive is unpacked at / (package/Dockerfile@v1.35.5+k3s1), so no
+// /var/lib/rancher/k3s/data/current/bin exists), and k3s does not install
+// them under --flannel-backend=none (pkg/executor/embed/embed.go@v1.35.5+k3s1
+// sets the CNI dirs for embedded flannel only). The node's /bin
 // is mounted read-only at a path of its own, where the relative links still
 // resolve; cp -L copies the binary under each plugin's name, which it
 // dispatches on. One cp with fixed arguments (no shell) fails loudly if a

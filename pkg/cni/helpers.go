@@ -61,6 +61,7 @@ var (
 	typeDaemonSet          = metav1.TypeMeta{APIVersion: "apps/v1", Kind: "DaemonSet"}
 	typeClusterRole        = metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"}
 	typeClusterRoleBinding = metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"}
+	typeDeviceClass        = metav1.TypeMeta{APIVersion: "resource.k8s.io/v1", Kind: "DeviceClass"}
 )
 
 // selectorOn selects the pods of a template labelled podLabels by the one

@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
@@ -289,17 +290,19 @@ func TestInjectorApplyOnAPIServer(t *testing.T) {
 			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
 		}
 	}
+	// Each probe runs on the test's context, not the poll's: one cut short
+	// by the poll's timeout (or by the rate limiter's wait against it)
+	// would be an error no API server gave.
 	waitFor := func(what string, ok func(error) bool) error {
 		t.Helper()
-		var err error
-		for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-			_, err = cs.CoreV1().Pods("default").Create(t.Context(), podWith("default", "probe", nil), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-			if ok(err) {
-				return err
-			}
+		var last error // the last dry-run create's result
+		if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 15*time.Second, true, func(context.Context) (bool, error) {
+			_, last = cs.CoreV1().Pods("default").Create(t.Context(), podWith("default", "probe", nil), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			return ok(last), nil
+		}); err != nil {
+			t.Fatalf("%s within 15 s: last dry-run create gave %v", what, last)
 		}
-		t.Fatalf("%s within 15 s: last dry-run create gave %v", what, err)
-		return nil
+		return last
 	}
 	mwc.Webhooks[0].FailurePolicy = ptr.To(admissionregistrationv1.Fail)
 	if _, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Update(t.Context(), mwc, metav1.UpdateOptions{}); err != nil {
@@ -398,10 +401,13 @@ func TestWaitInjectorServing(t *testing.T) {
 			t.Errorf("%v", err)
 		}
 	})
+	// The two below end the wait from inside a probe, not by a short
+	// deadline: under make test's load a 50 ms deadline came before the
+	// first probe had answered, and the error then had nothing to report.
 	t.Run("a probe the deadline cuts short", func(t *testing.T) {
-		// The first probe is admitted unchanged; the second is still in
-		// flight when the deadline comes. The error says what the first saw.
-		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+		// The first probe is admitted unchanged; the deadline comes while
+		// the second is in flight. The error says what the first saw.
+		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
 		cs := fake.NewClientset()
 		n := 0
@@ -409,7 +415,7 @@ func TestWaitInjectorServing(t *testing.T) {
 			if n++; n == 1 {
 				return true, nil, nil
 			}
-			<-ctx.Done()
+			cancel()
 			return true, nil, ctx.Err()
 		})
 		if err := WaitInjectorServing(ctx, cs, objs); err == nil || !strings.Contains(err.Error(), "admitted unchanged") {
@@ -417,9 +423,16 @@ func TestWaitInjectorServing(t *testing.T) {
 		}
 	})
 	t.Run("another webhook's refusal", func(t *testing.T) {
-		cs, _ := answering(apierrors.NewBadRequest(`admission webhook "other.example.com" denied the request: no`))
-		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+		cs, calls := answering(apierrors.NewBadRequest(`admission webhook "other.example.com" denied the request: no`))
+		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
+		// After the third refusal the wait ends, as its deadline would.
+		cs.PrependReactor("create", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+			if len(*calls) == 3 {
+				cancel()
+			}
+			return false, nil, nil
+		})
 		if err := WaitInjectorServing(ctx, cs, objs); err == nil || !strings.Contains(err.Error(), "other.example.com") {
 			t.Errorf("%v", err)
 		}

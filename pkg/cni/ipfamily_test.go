@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/sriov-lane/sriov-lane/pkg/config"
@@ -21,8 +20,7 @@ func TestConformanceIPFamily(t *testing.T) {
 		o := defaultTestOptions()
 		o.IPFamily = family
 		v := renderView(t, o)
-		var cm corev1.ConfigMap
-		v.get("ConfigMap", flannelConfigMap, &cm)
+		cm := v.configMap(flannelConfigMap)
 		var raw map[string]any
 		if err := json.Unmarshal([]byte(cm.Data["net-conf.json"]), &raw); err != nil {
 			t.Fatal(err)

@@ -32,24 +32,34 @@ func nadCRD() *unstructured.Unstructured {
 			},
 		},
 	}
+	return crdObject(nadGroup, "v1", "NetworkAttachmentDefinition", nadPlural, "network-attachment-definition", []string{"nad", "net-attach-def"}, schema)
+}
+
+// crdObject is a namespaced CRD of one served and stored version, as
+// unstructured: apiextensions types are not a dependency of the module.
+// listKind is left to the API server's default, kind + "List".
+func crdObject(group, version, kind, plural, singular string, shortNames []string, schema map[string]any) *unstructured.Unstructured {
+	names := map[string]any{"plural": plural, "singular": singular, "kind": kind}
+	if len(shortNames) > 0 {
+		short := make([]any, len(shortNames))
+		for i, n := range shortNames {
+			short[i] = n
+		}
+		names["shortNames"] = short
+	}
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "apiextensions.k8s.io/v1",
 		"kind":       "CustomResourceDefinition",
 		"metadata": map[string]any{
-			"name":   nadPlural + "." + nadGroup,
+			"name":   plural + "." + group,
 			"labels": map[string]any{managedByLabel: ManagedByLabelValue},
 		},
 		"spec": map[string]any{
-			"group": nadGroup,
+			"group": group,
 			"scope": "Namespaced",
-			"names": map[string]any{
-				"plural":     nadPlural,
-				"singular":   "network-attachment-definition",
-				"kind":       "NetworkAttachmentDefinition",
-				"shortNames": []any{"nad", "net-attach-def"},
-			},
+			"names": names,
 			"versions": []any{map[string]any{
-				"name":    "v1",
+				"name":    version,
 				"served":  true,
 				"storage": true,
 				"schema":  map[string]any{"openAPIV3Schema": schema},

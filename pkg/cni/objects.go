@@ -87,15 +87,24 @@ func Components(ctx context.Context, o Options) ([]Component, error) {
 	if err := typed("multus", []string{MultusUpstream}, m); err != nil {
 		return nil, err
 	}
-	if err := typed("sriov-cni", []string{SRIOVCNIUpstream}, sriovCNIObjects(o)); err != nil {
-		return nil, err
-	}
-	dp, err := devicePluginObjects(o)
-	if err != nil {
-		return nil, err
-	}
-	if err := typed("sriov-device-plugin", []string{DevicePluginUpstream}, dp); err != nil {
-		return nil, err
+	if o.VFAllocation == config.VFAllocationDRA {
+		// The driver's init container installs sriov-cni itself, and its
+		// slices replace the device plugin's extended resource, as
+		// kubevirtci's DRA branch deploys neither (config_sriov_cluster.sh@39bd4947ba4d).
+		if err := typed(DRAComponent, slices.Clone(DRAUpstream), draObjects(o)); err != nil {
+			return nil, err
+		}
+	} else {
+		if err := typed("sriov-cni", []string{SRIOVCNIUpstream}, sriovCNIObjects(o)); err != nil {
+			return nil, err
+		}
+		dp, err := devicePluginObjects(o)
+		if err != nil {
+			return nil, err
+		}
+		if err := typed("sriov-device-plugin", []string{DevicePluginUpstream}, dp); err != nil {
+			return nil, err
+		}
 	}
 	if o.NetworkResourcesInjector.Enabled {
 		if err := typed(InjectorName, slices.Clone(InjectorUpstream), injectorObjects(o)); err != nil {

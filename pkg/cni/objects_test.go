@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
-	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -19,26 +18,10 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sriov-lane/sriov-lane/pkg/config"
+	"github.com/sriov-lane/sriov-lane/test/testutil"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata golden files")
-
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("reading golden file (run go test ./pkg/cni -run %s -update): %v", t.Name(), err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the golden file; if intended, run `go test ./pkg/cni -run %s -update` and review the diff.\n--- got ---\n%s", path, t.Name(), got)
-	}
-}
 
 func TestPlanGoldenDefault(t *testing.T) {
 	objs, err := Objects(t.Context(), defaultTestOptions())
@@ -49,7 +32,7 @@ func TestPlanGoldenDefault(t *testing.T) {
 	if err := Render(&y, objs, "yaml"); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "plan-default.yaml", y.Bytes())
+	testutil.Golden(t, filepath.Join("testdata", "plan-default.yaml"), y.Bytes(), *update)
 
 	// Same objects twice: deterministic.
 	again, _ := Objects(t.Context(), defaultTestOptions())

@@ -50,6 +50,10 @@ type Options struct {
 	PFNames []string
 	// VFDriver is config.VFDriverVFIO or config.VFDriverNetdevice.
 	VFDriver string
+	// VFAllocation is config.VFAllocationDevicePlugin (sriov-cni and the
+	// device plugin; the default when empty) or config.VFAllocationDRA
+	// (dra-driver-sriov in their place).
+	VFAllocation string
 	// ImageRegistryMirror, when set, rewrites every image (see MirrorImage).
 	ImageRegistryMirror string
 	// Namespace of sriov-cni, the device plugin and its ConfigMap
@@ -110,6 +114,13 @@ type CalicoOptions struct {
 func (o Options) WithDefaults() (Options, error) {
 	if o.Namespace == "" {
 		o.Namespace = DefaultNamespace
+	}
+	switch o.VFAllocation {
+	case "":
+		o.VFAllocation = config.VFAllocationDevicePlugin
+	case config.VFAllocationDevicePlugin, config.VFAllocationDRA:
+	default:
+		return o, fmt.Errorf("VF allocation %q: want %s or %s", o.VFAllocation, config.VFAllocationDevicePlugin, config.VFAllocationDRA)
 	}
 	if o.SmokeNamespace == "" {
 		o.SmokeNamespace = "default"

@@ -201,7 +201,7 @@ func ReportPullFailures(ctx context.Context, cs kubernetes.Interface, lg log.Log
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		_ = watchUntil(ctx, podsLW(cs), &corev1.Pod{}, func(objs []any) (bool, error) {
+		_ = watchUntil(ctx, podsLW(cs, metav1.NamespaceAll, metav1.ListOptions{}), &corev1.Pod{}, func(objs []any) (bool, error) {
 			r.setPods(objs)
 			return false, nil
 		})
@@ -214,14 +214,6 @@ func ReportPullFailures(ctx context.Context, cs kubernetes.Interface, lg log.Log
 		})
 	}()
 	return func() { cancel(); wg.Wait() }
-}
-
-func podsLW(cs kubernetes.Interface) cache.ListerWatcher {
-	return listWatch(cs, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-		return cs.CoreV1().Pods(metav1.NamespaceAll).List(ctx, o)
-	}, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-		return cs.CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, o)
-	})
 }
 
 // sandboxEventsSelector keeps the event watch to the one reason it needs.

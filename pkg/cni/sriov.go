@@ -3,6 +3,10 @@ package cni
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -10,8 +14,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 )
 
 const (
@@ -142,29 +149,126 @@ func devicePluginObjects(o Options) ([]runtime.Object, error) {
 	return []runtime.Object{sa, cm, ds}, nil
 }
 
-// RestartDevicePlugin deletes the device plugin's pods on node, and its
-// DaemonSet starts them again. The device plugin finds its devices once,
-// at start (k8snetworkplumbingwg/sriov-network-device-plugin
+// RestartDevicePlugins restarts what offers the VFs on each of nodes: the
+// device plugin, or with allocation dra the driver's kubelet plugin. Both
+// find their devices once, at start (k8snetworkplumbingwg/sriov-network-device-plugin
 // cmd/sriovdp/main.go@v3.11.0: discoverHostDevices, initServers,
-// startAllServers, then it only waits for a signal), so after a repair
-// puts a restarted agent's VFs back, a plugin that started before that
-// advertises none of them until it starts again.
-func RestartDevicePlugin(ctx context.Context, cs kubernetes.Interface, node string) error {
-	ds, err := cs.AppsV1().DaemonSets(DefaultNamespace).Get(ctx, devicePluginDaemonSet, metav1.GetOptions{})
-	if err != nil {
-		return fmt.Errorf("restarting the device plugin on %s: %w", node, err)
+// startAllServers, then it only waits for a signal;
+// k8snetworkplumbingwg/dra-driver-sriov pkg/devicestate/state.go@14490e9d438b:
+// NewManager calls DiscoverSriovDevices once), so after a repair puts a
+// restarted agent's VFs back, a plugin that started before that offers
+// none of them until it starts again. Its DaemonSet starts the deleted
+// pods again. The device plugin's restart returns once the Node's
+// allocatable says what the kubelet admits there (waitPluginsRestarted);
+// the driver's, once its pods are Ready: its ResourceSlices are waited
+// for by WaitDRASlices.
+func RestartDevicePlugins(ctx context.Context, cs kubernetes.Interface, allocation string, nodes []string) error {
+	if len(nodes) == 0 {
+		return nil
 	}
-	pods, err := cs.CoreV1().Pods(DefaultNamespace).List(ctx, metav1.ListOptions{
-		LabelSelector: metav1.FormatLabelSelector(ds.Spec.Selector),
+	ns, name, settle := DefaultNamespace, devicePluginDaemonSet, KubeletStatusSettle
+	if allocation == config.VFAllocationDRA {
+		ns, name, settle = DRANamespace, draDaemonSet, 0
+	}
+	ds, err := cs.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("restarting %s: %w", name, err)
+	}
+	sel := metav1.FormatLabelSelector(ds.Spec.Selector)
+	deleted := map[string][]types.UID{}
+	for _, n := range nodes {
+		if deleted[n], err = deletePluginPods(ctx, cs, ns, sel, n); err != nil {
+			return err
+		}
+	}
+	return waitPluginsRestarted(ctx, cs, ns, sel, deleted, settle)
+}
+
+// deletePluginPods deletes the pods of selector sel on node and returns
+// their UIDs.
+func deletePluginPods(ctx context.Context, cs kubernetes.Interface, ns, sel, node string) ([]types.UID, error) {
+	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{
+		LabelSelector: sel,
 		FieldSelector: "spec.nodeName=" + node,
 	})
 	if err != nil {
-		return fmt.Errorf("restarting the device plugin on %s: %w", node, err)
+		return nil, fmt.Errorf("restarting the device plugin on %s: %w", node, err)
 	}
+	var deleted []types.UID
 	for _, p := range pods.Items {
 		if err := cs.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("restarting the device plugin on %s: deleting pod %s: %w", node, p.Name, err)
+			return deleted, fmt.Errorf("restarting the device plugin on %s: deleting pod %s: %w", node, p.Name, err)
 		}
+		deleted = append(deleted, p.UID)
+	}
+	return deleted, nil
+}
+
+// KubeletStatusSettle is how long after a new device plugin pod is Ready
+// the API's Node can still show what the kubelet no longer admits. A
+// plugin that goes away has its devices marked unhealthy, and a pod asking
+// for them is refused (kubernetes/kubernetes
+// pkg/kubelet/cm/devicemanager/manager.go@v1.36.3: PluginDisconnected,
+// markResourceUnhealthy, devicesToAllocate); a restarted kubelet starts with
+// none healthy (readCheckpoint). It posts Node status only at its sync,
+// every nodeStatusUpdateFrequency (10 s by default,
+// pkg/kubelet/apis/config/v1beta1/defaults.go@v1.36.3), and only when the
+// status changed (pkg/kubelet/kubelet_node_status.go@v1.36.3,
+// tryUpdateNodeStatus). So until one sync after the new plugin registered
+// (it registers as it starts, sriovdp main.go@v3.11.0), the allocatable
+// the API shows may be the count from before the restart. One sync plus
+// 2 s for the plugin's registration and the post; a kubelet with a longer
+// nodeStatusUpdateFrequency needs more.
+const KubeletStatusSettle = 12 * time.Second
+
+// waitPluginsRestarted waits until each node of deleted runs a pod of
+// selector sel that is Ready, not terminating and none of the pods deleted
+// there (deletePluginPods' UIDs), then until settle has passed since the
+// last of them became Ready (KubeletStatusSettle for the device plugin:
+// only then does the Node's allocatable say what the kubelet admits).
+func waitPluginsRestarted(ctx context.Context, cs kubernetes.Interface, ns, sel string, deleted map[string][]types.UID, settle time.Duration) error {
+	lw := podsLW(cs, ns, metav1.ListOptions{LabelSelector: sel})
+	nodes := slices.Sorted(maps.Keys(deleted))
+	var pending []string
+	var lastReady time.Time
+	err := watchUntil(ctx, lw, &corev1.Pod{}, func(objs []any) (bool, error) {
+		readyAt := map[string]time.Time{}
+		for _, o := range objs {
+			p := o.(*corev1.Pod)
+			if p.DeletionTimestamp != nil || slices.Contains(deleted[p.Spec.NodeName], p.UID) || !PodReady(p) {
+				continue
+			}
+			readyAt[p.Spec.NodeName] = podReadySince(p)
+		}
+		pending, lastReady = pending[:0], time.Time{}
+		for _, n := range nodes {
+			t, ok := readyAt[n]
+			if !ok {
+				pending = append(pending, n)
+			} else if t.After(lastReady) {
+				lastReady = t
+			}
+		}
+		return len(pending) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for the restarted device plugin on %s: %w", strings.Join(pending, ", "), err)
+	}
+	settled, cancel := context.WithDeadline(ctx, lastReady.Add(settle))
+	defer cancel()
+	<-settled.Done()
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("waiting %s after the restarted device plugin became Ready, for the kubelet's Node status: %w", settle, err)
 	}
 	return nil
+}
+
+// podReadySince is when p's Ready condition last turned true.
+func podReadySince(p *corev1.Pod) time.Time {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.LastTransitionTime.Time
+		}
+	}
+	return time.Time{}
 }

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -29,6 +29,18 @@ func nodesLW(cs kubernetes.Interface) cache.ListerWatcher {
 		return cs.CoreV1().Nodes().List(ctx, o)
 	}, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 		return cs.CoreV1().Nodes().Watch(ctx, o)
+	})
+}
+
+// podsLW lists and watches the pods in namespace that sel's label and
+// field selectors match.
+func podsLW(cs kubernetes.Interface, namespace string, sel metav1.ListOptions) cache.ListerWatcher {
+	return listWatch(cs, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		o.LabelSelector, o.FieldSelector = sel.LabelSelector, sel.FieldSelector
+		return cs.CoreV1().Pods(namespace).List(ctx, o)
+	}, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		o.LabelSelector, o.FieldSelector = sel.LabelSelector, sel.FieldSelector
+		return cs.CoreV1().Pods(namespace).Watch(ctx, o)
 	})
 }
 
@@ -166,24 +178,32 @@ func WaitAllocatable(ctx context.Context, cs kubernetes.Interface, want map[stri
 	if err == nil {
 		return nil
 	}
-	dctx, cancel := DiagnoseContext(ctx)
-	defer cancel()
-	nodes := make([]string, 0, len(want))
-	for n := range want {
-		nodes = append(nodes, n)
-	}
-	sort.Strings(nodes)
-	var b strings.Builder
-	fmt.Fprintf(&b, "waiting for allocatable %s: %v\n", resource, err)
-	for _, node := range nodes {
+	return nodesPending(ctx, cs, fmt.Sprintf("waiting for allocatable %s: %v", resource, err), slices.Collect(maps.Keys(want)), func(node string) string {
 		have, ok := got[node]
 		if !ok {
 			have = "none"
 		}
 		if have == fmt.Sprint(want[node]) {
+			return ""
+		}
+		return fmt.Sprintf("allocatable %s: want %d, have %s", resource, want[node], have)
+	})
+}
+
+// nodesPending is a node wait's error: header, then for each of nodes
+// (sorted) for which pending says what it lacks, the node's conditions
+// and events and the pods on it that are not ready.
+func nodesPending(ctx context.Context, cs kubernetes.Interface, header string, nodes []string, pending func(node string) string) error {
+	dctx, cancel := DiagnoseContext(ctx)
+	defer cancel()
+	var b strings.Builder
+	b.WriteString(header + "\n")
+	for _, node := range slices.Sorted(slices.Values(nodes)) {
+		why := pending(node)
+		if why == "" {
 			continue
 		}
-		writeNodeDiagnosis(dctx, &b, cs, node, fmt.Sprintf(" (allocatable %s: want %d, have %s)", resource, want[node], have))
+		writeNodeDiagnosis(dctx, &b, cs, node, " ("+why+")")
 		writeUnreadyPods(dctx, &b, cs, metav1.NamespaceAll,
 			metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String()})
 	}
@@ -194,12 +214,7 @@ func WaitAllocatable(ctx context.Context, cs kubernetes.Interface, want map[stri
 // smoke pod of `verify`).
 func WaitPodsReady(ctx context.Context, cs kubernetes.Interface, namespace string, names []string) error {
 	var pending []string
-	lw := listWatch(cs, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-		return cs.CoreV1().Pods(namespace).List(ctx, o)
-	}, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-		return cs.CoreV1().Pods(namespace).Watch(ctx, o)
-	})
-	err := watchUntil(ctx, lw, &corev1.Pod{}, func(objs []any) (bool, error) {
+	err := watchUntil(ctx, podsLW(cs, namespace, metav1.ListOptions{}), &corev1.Pod{}, func(objs []any) (bool, error) {
 		pending = notReady(objs, names, func(o any) (string, bool) { p := o.(*corev1.Pod); return p.Name, PodReady(p) })
 		return len(pending) == 0, nil
 	})
@@ -242,14 +257,7 @@ func notReady(objs []any, names []string, readiness func(any) (name string, read
 // WaitPodGone waits until no pod namespace/name with uid exists (the
 // smoke pod, whose VF is free only then).
 func WaitPodGone(ctx context.Context, cs kubernetes.Interface, namespace, name string, uid types.UID) error {
-	sel := fields.OneTermEqualSelector("metadata.name", name).String()
-	lw := listWatch(cs, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-		o.FieldSelector = sel
-		return cs.CoreV1().Pods(namespace).List(ctx, o)
-	}, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-		o.FieldSelector = sel
-		return cs.CoreV1().Pods(namespace).Watch(ctx, o)
-	})
+	lw := podsLW(cs, namespace, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()})
 	return watchUntil(ctx, lw, &corev1.Pod{}, func(objs []any) (bool, error) {
 		for _, o := range objs {
 			if o.(*corev1.Pod).UID == uid {

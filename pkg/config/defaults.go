@@ -55,6 +55,7 @@ func SetDefaults(l *Lane) {
 	num(&l.PFsPerNode, 1)
 	num(&l.VFsPerPF, 6)
 	str(&l.VFDriver, VFDriverVFIO)
+	str(&l.VFAllocation, VFAllocationDevicePlugin)
 	str(&l.ResourcePrefix, DefaultResourcePrefix)
 	str(&l.ResourceName, DefaultResourceName)
 	str(&l.NodeLabel, DefaultNodeLabel)

@@ -65,9 +65,10 @@ func Settings() []Setting {
 	return []Setting{
 		{"name", []string{"SRIOV_LANE_NAME", "CLUSTER_NAME"}, "string", "lane and k3d cluster name", strSetter(func(l *Lane) *string { return &l.Name })},
 		{"agents", []string{"SRIOV_LANE_AGENTS"}, "int", "number of k3s agents", intSetter("agents", func(l *Lane) *int { return &l.Agents })},
-		{"pfs-per-node", []string{"SRIOV_LANE_PFS_PER_NODE", "PF_COUNT_PER_NODE"}, "int", "PFs bound into each agent", intSetter("pfsPerNode", func(l *Lane) *int { return &l.PFsPerNode })},
+		{"pfs-per-node", []string{"SRIOV_LANE_PFS_PER_NODE", "PF_COUNT_PER_NODE"}, "int", "PFs moved into each agent", intSetter("pfsPerNode", func(l *Lane) *int { return &l.PFsPerNode })},
 		{"vfs-per-pf", []string{"SRIOV_LANE_VFS_PER_PF"}, "int", "VFs created on each PF", intSetter("vfsPerPF", func(l *Lane) *int { return &l.VFsPerPF })},
 		{"vf-driver", []string{"SRIOV_LANE_VF_DRIVER"}, "string", "vfio-pci or netdevice", strSetter(func(l *Lane) *string { return &l.VFDriver })},
+		{"vf-allocation", []string{"SRIOV_LANE_VF_ALLOCATION", "KUBEVIRT_USE_DRA"}, "string", "how pods get VFs: devicePlugin or dra (KUBEVIRT_USE_DRA=true means dra)", strSetter(func(l *Lane) *string { return &l.VFAllocation })},
 		{"resource-prefix", []string{"SRIOV_LANE_RESOURCE_PREFIX"}, "string", "extended resource prefix", strSetter(func(l *Lane) *string { return &l.ResourcePrefix })},
 		{"resource-name", []string{"SRIOV_LANE_RESOURCE_NAME"}, "string", "extended resource name", strSetter(func(l *Lane) *string { return &l.ResourceName })},
 		{"node-label", []string{"SRIOV_LANE_NODE_LABEL"}, "string", "key=value label for agents with PFs", strSetter(func(l *Lane) *string { return &l.NodeLabel })},
@@ -120,6 +121,30 @@ func Settings() []Setting {
 			return nil
 		}},
 	}
+}
+
+// fromEnv translates the value of an environment variable that speaks
+// another tool's language into its setting's.
+func fromEnv(name, v string) (string, error) {
+	if name == "KUBEVIRT_USE_DRA" {
+		return kubevirtUseDRA(v)
+	}
+	return v, nil
+}
+
+// kubevirtUseDRA reads kubevirtci's KUBEVIRT_USE_DRA: DRA is on for
+// "true" and off otherwise, default false (kubevirt/kubevirtci
+// cluster-up/cluster/kind-sriov/config_sriov_cluster.sh@39bd4947ba4d). A
+// value kubevirtci would silently take as off ("yes", "1", "True") is
+// refused here: whoever set it meant something.
+func kubevirtUseDRA(v string) (string, error) {
+	switch v {
+	case "true":
+		return VFAllocationDRA, nil
+	case "false":
+		return VFAllocationDevicePlugin, nil
+	}
+	return "", invalid("vfAllocation", "true or false, as kubevirtci reads it (only \"true\" turns DRA on)", "%q", v)
 }
 
 // Flags holds the lane settings registered on a command's flag set.
@@ -203,7 +228,11 @@ func Load(src Source) (*Lane, error) {
 		for _, s := range Settings() {
 			for i := len(s.Env) - 1; i >= 0; i-- { // later names are lower precedence: apply them first
 				if v, ok := src.Getenv(s.Env[i]); ok && v != "" {
-					if err := s.set(l, v); err != nil {
+					v, err := fromEnv(s.Env[i], v)
+					if err == nil {
+						err = s.set(l, v)
+					}
+					if err != nil {
 						errs = append(errs, fmt.Errorf("environment %s: %w", s.Env[i], err))
 					}
 				}

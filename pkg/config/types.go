@@ -16,6 +16,16 @@ const (
 	VFDriverNetdevice = "netdevice"
 )
 
+// How the lane hands VFs to pods: the values of vfAllocation. The device
+// plugin advertises them as an extended resource; DRA publishes them in
+// ResourceSlices through dra-driver-sriov, as kubevirtci's kind-sriov does
+// with KUBEVIRT_USE_DRA=true (kubevirt/kubevirtci
+// cluster-up/cluster/kind-sriov/config_sriov_cluster.sh@39bd4947ba4d).
+const (
+	VFAllocationDevicePlugin = "devicePlugin"
+	VFAllocationDRA          = "dra"
+)
+
 // IP families of the cluster network (kubevirtci's IPFAMILY values,
 // kubevirt/kubevirtci cluster-up/cluster/kind/common.sh@39bd4947ba4d).
 const (
@@ -54,7 +64,11 @@ type Lane struct {
 	PFsPerNode int `json:"pfsPerNode"`
 	VFsPerPF   int `json:"vfsPerPF"`
 	// VFDriver is vfio-pci (VMs) or netdevice (kernel VF netdevs moved into the node).
-	VFDriver       string `json:"vfDriver"`
+	VFDriver string `json:"vfDriver"`
+	// VFAllocation is how pods get VFs: devicePlugin (an extended resource,
+	// resourcePrefix/resourceName) or dra (ResourceClaims of the
+	// dra-driver-sriov DeviceClass; kubevirtci's KUBEVIRT_USE_DRA=true).
+	VFAllocation   string `json:"vfAllocation"`
 	ResourcePrefix string `json:"resourcePrefix"`
 	ResourceName   string `json:"resourceName"`
 	// NodeLabel is key=value put on every agent that got PFs; the SR-IOV

@@ -86,6 +86,9 @@ func Validate(l *Lane) error {
 	if l.VFDriver != VFDriverVFIO && l.VFDriver != VFDriverNetdevice {
 		add(invalid("vfDriver", "one of vfio-pci, netdevice", "%q is unknown", l.VFDriver))
 	}
+	for _, e := range checkVFAllocation(l) {
+		add(e)
+	}
 	if l.CNI != CNIFlannel && l.CNI != CNICalico {
 		add(invalid("cni", "one of flannel, calico", "%q is unknown", l.CNI))
 	}
@@ -163,6 +166,49 @@ func Validate(l *Lane) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// k3sTagRE reads the Kubernetes minor version from a rancher/k3s tag
+// (v1.35.5-k3s1, v1.35.5+k3s1).
+var k3sTagRE = regexp.MustCompile(`:v1\.(\d+)\.\d+[-+]k3s\d+$`)
+
+// DRAMinKubeMinor is the first Kubernetes minor that serves DRA's
+// resource.k8s.io/v1, on by default: the API group joined kube-apiserver's
+// stable groups enabled by default and DynamicResourceAllocation went GA
+// in 1.34 (kubernetes/kubernetes pkg/controlplane/instance.go and
+// pkg/features/kube_features.go@v1.36.3; k8s.io/api@v0.33.13 has no
+// resource/v1). dra-driver-sriov's chart asks for the same
+// (k8snetworkplumbingwg/dra-driver-sriov
+// deployments/helm/dra-driver-sriov/Chart.yaml@14490e9d438b kubeVersion).
+const DRAMinKubeMinor = 34
+
+// checkVFAllocation refuses a vfAllocation that is unknown, or dra with a
+// k3s image too old to serve it or with the injector, whose requests are
+// the device plugin's extended resource (kubevirtci deploys the injector
+// only without DRA: kubevirt/kubevirtci
+// cluster-up/cluster/kind-sriov/config_sriov_cluster.sh@39bd4947ba4d). An image whose tag says no
+// version (a digest, a private tag) is checked by up against the API
+// server instead.
+func checkVFAllocation(l *Lane) []*InvalidError {
+	switch l.VFAllocation {
+	case VFAllocationDevicePlugin:
+		return nil
+	case VFAllocationDRA:
+	default:
+		return []*InvalidError{invalid("vfAllocation", "devicePlugin or dra", "%q is unknown", l.VFAllocation)}
+	}
+	var errs []*InvalidError
+	if m := k3sTagRE.FindStringSubmatch(l.K3sImage); m != nil {
+		if minor, _ := strconv.Atoi(m[1]); minor < DRAMinKubeMinor {
+			errs = append(errs, invalid("vfAllocation", fmt.Sprintf("use a k3s image of Kubernetes 1.%d or later, e.g. %s, or vfAllocation devicePlugin", DRAMinKubeMinor, DefaultK3sImage),
+				"dra needs the resource.k8s.io/v1 API, which k3sImage %s (Kubernetes 1.%s) does not serve", l.K3sImage, m[1]))
+		}
+	}
+	if l.Components.NetworkResourcesInjector {
+		errs = append(errs, invalid("components.networkResourcesInjector", "leave it off with vfAllocation dra, as kubevirtci's KUBEVIRT_USE_DRA does; pods name a ResourceClaim instead",
+			"the injector adds %s requests from NetworkAttachmentDefinitions, an extended resource that only vfAllocation devicePlugin advertises", l.Resource()))
+	}
+	return errs
 }
 
 // Volume is an extra mount for the nodes.

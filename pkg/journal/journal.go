@@ -1,11 +1,3 @@
-// Package journal is the lane's write-ahead record of host changes.
-//
-// Every change the lane makes to the host (a lease, a PF moved, numvfs, a
-// driver binding, a cluster) is appended here as an intent, fsynced, before it
-// is made, and marked done after. Reverse walks the record backwards from any
-// process, so `down` can finish the job after a crash or `kill -9` of `up`:
-// an intent without its done mark may or may not have happened, and every
-// undo is written to cope with both.
 package journal
 
 import (

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/sriov-lane/sriov-lane/pkg/cni"
 	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/journal"
 	"github.com/sriov-lane/sriov-lane/pkg/kube"
@@ -21,6 +22,8 @@ import (
 // LaneStatus is what `status --name N` reports.
 type LaneStatus struct {
 	Name string `json:"name"`
+	// VFAllocation is the lane's vfAllocation: what offers its VFs.
+	VFAllocation string `json:"vfAllocation"`
 	// Health is "healthy", or "degraded" when a PF is not where up put it
 	// or its VFs are not as configured, or the cluster came back empty
 	// (Problems say why and what to do).
@@ -42,6 +45,9 @@ type NodeStatus struct {
 	Container   string `json:"container"`
 	Ready       string `json:"ready,omitempty"`
 	Allocatable string `json:"allocatable,omitempty"`
+	// DRADevices is, in dra mode, what the driver's ResourceSlices offer
+	// on the node in place of allocatable.
+	DRADevices string `json:"draDevices,omitempty"`
 }
 
 // PFStatus is one leased PF: where it is now, its VFs and its lease.
@@ -81,11 +87,14 @@ func vfStatuses(sys sriov.Sysfs, pci string) []VFStatus {
 // network namespaces, sysfs and the API. It changes nothing. docker is the
 // command run's Docker client (nil: one of its own).
 func Describe(ctx context.Context, l *config.Lane, docker *client.Client) (*LaneStatus, error) {
+	if err := requireLane(l); err != nil {
+		return nil, err
+	}
 	entries, err := journal.Read(l.Dir().Journal())
 	if err != nil {
 		return nil, fmt.Errorf("lane %s: %w", l.Name, err)
 	}
-	st := &LaneStatus{Name: l.Name}
+	st := &LaneStatus{Name: l.Name, VFAllocation: l.VFAllocation}
 	for _, e := range entries {
 		if !e.Undone {
 			st.Pending++
@@ -102,6 +111,12 @@ func Describe(ctx context.Context, l *config.Lane, docker *client.Client) (*Lane
 		st.Notes = append(st.Notes, "listing nodes: "+err.Error())
 	}
 	kc := connectKube(l)
+	var pools map[string]cni.DRAPool
+	if kc != nil && l.VFAllocation == config.VFAllocationDRA {
+		if pools, err = cni.ListDRAPools(ctx, kc.Typed); err != nil {
+			st.Notes = append(st.Notes, err.Error())
+		}
+	}
 	for _, n := range nodes {
 		ns := NodeStatus{Name: n.Name, Role: n.Role, Container: shortID(n.ContainerID)}
 		if kc != nil {
@@ -113,6 +128,9 @@ func Describe(ctx context.Context, l *config.Lane, docker *client.Client) (*Lane
 				}
 				if q, ok := node.Status.Allocatable[corev1.ResourceName(l.Resource())]; ok {
 					ns.Allocatable = l.Resource() + "=" + q.String()
+				}
+				if p, ok := pools[n.Name]; ok {
+					ns.DRADevices = p.String()
 				}
 			}
 		}
@@ -244,9 +262,18 @@ func shortID(id string) string {
 func FormatStatus(st *LaneStatus) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "lane %s: %s (%d pending journal entries)\n", st.Name, st.Health, st.Pending)
-	fmt.Fprintf(&b, "NODE\tROLE\tCONTAINER\tREADY\tALLOCATABLE\n")
+	dra := st.VFAllocation == config.VFAllocationDRA
+	offers := "ALLOCATABLE"
+	if dra {
+		offers = "DRA-DEVICES"
+	}
+	fmt.Fprintf(&b, "NODE\tROLE\tCONTAINER\tREADY\t%s\n", offers)
 	for _, n := range st.Nodes {
-		fmt.Fprintf(&b, "%s\t%s\t%s\t%s\t%s\n", n.Name, n.Role, n.Container, n.Ready, n.Allocatable)
+		v := n.Allocatable
+		if dra {
+			v = n.DRADevices
+		}
+		fmt.Fprintf(&b, "%s\t%s\t%s\t%s\t%s\n", n.Name, n.Role, n.Container, n.Ready, v)
 	}
 	fmt.Fprintf(&b, "PF\tPCI\tNODE\tNAME-IN-NODE\tSTATE\tNUMVFS\tVF-DRIVERS\tLEASED-BY\n")
 	for _, p := range st.PFs {

@@ -80,3 +80,18 @@ func TestVFProblem(t *testing.T) {
 		}
 	}
 }
+
+// TestFormatStatusShowsWhatOffersTheVFs: a device plugin lane's node rows
+// show allocatable, a dra lane's the devices its slices offer.
+func TestFormatStatusShowsWhatOffersTheVFs(t *testing.T) {
+	node := NodeStatus{Name: "k3d-sriov-agent-0", Role: "agent", Ready: "True", Allocatable: "kubevirt.io/sriov_net=6", DRADevices: "6 VFs (ens1f0 6)"}
+	for alloc, want := range map[string]string{
+		config.VFAllocationDevicePlugin: "ALLOCATABLE\nk3d-sriov-agent-0\tagent\t\tTrue\tkubevirt.io/sriov_net=6\n",
+		config.VFAllocationDRA:          "DRA-DEVICES\nk3d-sriov-agent-0\tagent\t\tTrue\t6 VFs (ens1f0 6)\n",
+	} {
+		text := FormatStatus(&LaneStatus{Name: "x", Health: "healthy", VFAllocation: alloc, Nodes: []NodeStatus{node}})
+		if !strings.Contains(text, want) {
+			t.Errorf("%s: status text lacks %q:\n%s", alloc, want, text)
+		}
+	}
+}

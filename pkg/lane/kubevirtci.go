@@ -40,11 +40,13 @@ func CheckKubevirtciDir(dir string) error {
 }
 
 // kubectlWrapper is the .kubectl kubevirtci runs: it starts bin (a file
-// named kubectl) with the caller's arguments.
-func kubectlWrapper(bin string) string {
+// named kubectl) with the caller's arguments, its data dir set to dataDir
+// (statedir.LaneDir.KubectlData says why).
+func kubectlWrapper(bin, dataDir string) string {
 	return "#!/bin/sh\n" +
-		"# written by sriov-lane: k3s's multi-call binary acts as kubectl only under that name\n" +
-		"exec " + shellQuote(bin) + ` "$@"` + "\n"
+		"# written by sriov-lane: k3s's multi-call binary acts as kubectl only under that name,\n" +
+		"# and unpacks what it runs into K3S_DATA_DIR (else /var/lib/rancher/k3s)\n" +
+		"K3S_DATA_DIR=" + shellQuote(dataDir) + " exec " + shellQuote(bin) + ` "$@"` + "\n"
 }
 
 func writeExecutable(p, body string) error {

@@ -110,15 +110,15 @@ func TestKubevirtciProviderName(t *testing.T) {
 }
 
 // .kubectl runs the binary under the name kubectl (k3s's multi-call binary
-// picks its personality from it) with the caller's arguments untouched,
-// whatever the path holds.
+// picks its personality from it) with the caller's arguments untouched and
+// K3S_DATA_DIR set to the lane's, whatever the paths hold.
 func TestKubectlWrapper(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "it's $(touch pwned) `x`")
 	bin := filepath.Join(dir, "bin", "kubectl")
 	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(bin, []byte("#!/bin/sh\nprintf '%s|' \"${0##*/}\" \"$@\"\n"), 0o755); err != nil {
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\nprintf '%s|' \"${0##*/}\" \"$K3S_DATA_DIR\" \"$@\"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	wrapper := filepath.Join(dir, ".kubectl")
@@ -126,7 +126,8 @@ func TestKubectlWrapper(t *testing.T) {
 	if err := os.WriteFile(wrapper, []byte("old"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := writeExecutable(wrapper, kubectlWrapper(bin)); err != nil {
+	data := filepath.Join(dir, "bin", "k3s-data")
+	if err := writeExecutable(wrapper, kubectlWrapper(bin, data)); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(wrapper, "--kubeconfig=/k/.kubeconfig", "get", "nodes", "a b")
@@ -135,7 +136,7 @@ func TestKubectlWrapper(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	if string(out) != "kubectl|--kubeconfig=/k/.kubeconfig|get|nodes|a b|" {
+	if string(out) != "kubectl|"+data+"|--kubeconfig=/k/.kubeconfig|get|nodes|a b|" {
 		t.Errorf("wrapper ran %q", out)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "pwned")); err == nil {

@@ -47,15 +47,15 @@ type RepairReport struct {
 // can be run again.
 func Repair(ctx context.Context, l *config.Lane, opts RepairOptions) (RepairReport, error) {
 	var rep RepairReport
-	if !l.Dir().HasJournal() {
-		return rep, fmt.Errorf("lane %s does not exist (no journal %s)", l.Name, l.Dir().Journal())
+	if err := requireLane(l); err != nil {
+		return rep, err
 	}
 	c, closeLane, err := openLane(l, opts.Docker, opts.Out, opts.Verbose)
 	if err != nil {
 		return rep, err
 	}
 	defer closeLane()
-	repaired, want, err := repairAgents(ctx, c)
+	repaired, err := repairAgents(ctx, c)
 	rep.Repaired = repaired
 	if err != nil {
 		return rep, err
@@ -82,7 +82,9 @@ func Repair(ctx context.Context, l *config.Lane, opts RepairOptions) (RepairRepo
 		return rep, err
 	}
 	c.Log.Start("wait for VFs")
-	err = waitAllocatable(ctx, c, want)
+	wctx, cancel := context.WithTimeout(ctx, c.Lane.WaitTimeout.Duration)
+	err = waitVFs(wctx, c)
+	cancel()
 	c.Log.End(err)
 	return rep, err
 }
@@ -145,36 +147,41 @@ const clusterLostWords = "the cluster came back empty (its server restarted with
 
 // restartDevicePlugins restarts the device plugin on each repaired agent:
 // one that started with the agent, before its VFs were back, advertises
-// none of them (cni.RestartDevicePlugin). c is connected.
+// none of them (cni.RestartDevicePlugins). It returns once the new plugins
+// run and the kubelets have had time to say so: until then a Node can
+// still show the allocatable of before the restart while its kubelet
+// admits nothing (cni.KubeletStatusSettle), and a wait for VFs would pass
+// on it. c is connected.
 func restartDevicePlugins(ctx context.Context, c *Session, agents []string) error {
 	if len(agents) == 0 {
 		return nil
 	}
-	c.Log.Start("restart the device plugin")
-	var err error
-	for _, a := range agents {
-		if err = cni.RestartDevicePlugin(ctx, c.Kube.Typed, a); err != nil {
-			break
-		}
+	what := "the device plugin"
+	if c.Lane.VFAllocation == config.VFAllocationDRA {
+		what = "the DRA driver"
 	}
+	c.Log.Start("restart " + what)
+	// The deletes and the wait share up's wait bound.
+	wctx, cancel := context.WithTimeout(ctx, c.Lane.WaitTimeout.Duration)
+	err := cni.RestartDevicePlugins(wctx, c.Kube.Typed, c.Lane.VFAllocation, agents)
+	cancel()
 	c.Log.End(err)
 	return err
 }
 
 // repairAgents checks that every PF is in the agent up put it in, with its
 // VFs as configured, and redoes up's share of each agent where not. It
-// returns the agents it repaired and what every agent must advertise; the
-// wait for that is the caller's (repair waits for the repaired agents
-// alone, reset as up does). c is an opened lane (openLane).
-func repairAgents(ctx context.Context, c *Session) ([]string, map[string]int64, error) {
+// returns the agents it repaired; the wait for their VFs is the caller's
+// (waitVFs). c is an opened lane (openLane).
+func repairAgents(ctx context.Context, c *Session) ([]string, error) {
 	l, j, cli, progress := c.Lane, c.Journal, c.Docker, c.Log
 	c.startSRIOV()
 
 	progress.Start("check PFs and VFs")
-	broken, want, err := brokenAgents(ctx, c)
+	broken, err := brokenAgents(ctx, c)
 	progress.End(err)
 	if err != nil || len(broken) == 0 {
-		return nil, want, err
+		return nil, err
 	}
 	var repaired []string
 	undo := undoers(l, cli, c.Provider, false)
@@ -190,7 +197,7 @@ func repairAgents(ctx context.Context, c *Session) ([]string, map[string]int64, 
 		})
 		progress.End(err)
 		if err != nil {
-			return repaired, want, fmt.Errorf("repairing lane %s: %w", l.Name, err)
+			return repaired, fmt.Errorf("repairing lane %s: %w", l.Name, err)
 		}
 		// Up's own steps, narrowed to this agent and its PFs. A restarted
 		// container has lost what preparing it did (its / shared).
@@ -201,12 +208,12 @@ func repairAgents(ctx context.Context, c *Session) ([]string, map[string]int64, 
 			err := s.Run(ctx, c)
 			progress.End(err)
 			if err != nil {
-				return repaired, want, fmt.Errorf("repairing lane %s: %s: %w", l.Name, s.Name, err)
+				return repaired, fmt.Errorf("repairing lane %s: %s: %w", l.Name, s.Name, err)
 			}
 		}
 		repaired = append(repaired, b.agent.Name)
 	}
-	return repaired, want, nil
+	return repaired, nil
 }
 
 type brokenAgent struct {
@@ -215,14 +222,13 @@ type brokenAgent struct {
 }
 
 // brokenAgents finds the agents whose PFs are not in their current netns,
-// or whose VFs are not as configured, and what every agent must advertise
-// once repaired. An agent that is not
-// running, or gone, cannot be repaired: the error says what to do.
-func brokenAgents(ctx context.Context, c *Session) ([]brokenAgent, map[string]int64, error) {
+// or whose VFs are not as configured. An agent that is not running, or
+// gone, cannot be repaired: the error says what to do.
+func brokenAgents(ctx context.Context, c *Session) ([]brokenAgent, error) {
 	l := c.Lane
 	agents, err := c.Provider.Agents(ctx, l.ClusterName())
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	byName := map[string]provider.Node{}
 	for _, a := range agents {
@@ -237,26 +243,24 @@ func brokenAgents(ctx context.Context, c *Session) ([]brokenAgent, map[string]in
 		pfs[p.Node] = append(pfs[p.Node], p.PF)
 	}
 	if len(order) == 0 {
-		return nil, nil, fmt.Errorf("lane %s has no PFs in agents (up did not get that far): run 'sriov-lane down --name %s'", l.Name, l.Name)
+		return nil, fmt.Errorf("lane %s has no PFs in agents (up did not get that far): run 'sriov-lane down --name %s'", l.Name, l.Name)
 	}
 	var out []brokenAgent
 	sys := sriov.Sysfs{Root: l.SysfsRoot}
-	want := map[string]int64{}
 	for _, name := range order {
-		want[name] = int64(l.VFsPerPF * len(pfs[name]))
 		a, ok := byName[name]
 		if !ok {
-			return nil, nil, fmt.Errorf("agent %s is gone (container removed): a lane cannot get it back; run 'sriov-lane down --name %s', then up", name, l.Name)
+			return nil, fmt.Errorf("agent %s is gone (container removed): a lane cannot get it back; run 'sriov-lane down --name %s', then up", name, l.Name)
 		}
 		container := sriov.ContainerTarget{ID: a.ContainerID, Name: a.Name, Docker: c.Docker}
 		pin := sriov.PinnedTarget{Path: l.Dir().Pin(name), Name: name}
 		for _, pf := range pfs[name] {
 			w, err := sriov.Locate(ctx, container, pin, pf.MAC)
 			if err != nil {
-				return nil, nil, fmt.Errorf("locating %s: %w", pf, err)
+				return nil, fmt.Errorf("locating %s: %w", pf, err)
 			}
 			if w.AgentDown {
-				return nil, nil, fmt.Errorf("agent %s is not running: start it (docker start %s), then run repair again", name, name)
+				return nil, fmt.Errorf("agent %s is not running: start it (docker start %s), then run repair again", name, name)
 			}
 			if !w.InAgent {
 				out = append(out, brokenAgent{agent: a, pfs: pfs[name]})
@@ -271,13 +275,5 @@ func brokenAgents(ctx context.Context, c *Session) ([]brokenAgent, map[string]in
 			}
 		}
 	}
-	return out, want, nil
-}
-
-// waitAllocatable waits until every agent advertises want of the lane's
-// resource again. c is connected.
-func waitAllocatable(ctx context.Context, c *Session, want map[string]int64) error {
-	ctx, cancel := context.WithTimeout(ctx, c.Lane.WaitTimeout.Duration)
-	defer cancel()
-	return cni.WaitAllocatable(ctx, c.Kube.Typed, want, c.Lane.Resource())
+	return out, nil
 }

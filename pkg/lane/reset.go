@@ -51,8 +51,8 @@ func Reset(ctx context.Context, l *config.Lane, opts ResetOptions) (ResetReport,
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultResetTimeout
 	}
-	if !l.Dir().HasJournal() {
-		return rep, fmt.Errorf("lane %s does not exist (no journal %s)", l.Name, l.Dir().Journal())
+	if err := requireLane(l); err != nil {
+		return rep, err
 	}
 	b, err := reset.Load(l.Name, l.Dir())
 	if err != nil {
@@ -115,7 +115,7 @@ func Reset(ctx context.Context, l *config.Lane, opts ResetOptions) (ResetReport,
 		}
 	}
 
-	repaired, _, err := repairAgents(ctx, c)
+	repaired, err := repairAgents(ctx, c)
 	rep.Repaired = repaired
 	if err != nil {
 		return fail(err)

@@ -60,6 +60,16 @@ func (c *Session) finish() {
 	}
 }
 
+// requireLane refuses a lane this host has no journal of: it was never
+// up here, or down finished it. One wording for every command that needs
+// a lane to act on.
+func requireLane(l *config.Lane) error {
+	if l.Dir().HasJournal() {
+		return nil
+	}
+	return fmt.Errorf("lane %s does not exist (no journal %s; `sriov-lane up --name %s` brings it up)", l.Name, l.Dir().Journal(), l.Name)
+}
+
 // openLane locks an existing lane's journal and takes the command run's
 // Docker client (cli; nil: one of its own): what down, repair and reset
 // start from. The returned func releases both.

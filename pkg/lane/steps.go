@@ -134,7 +134,15 @@ func stepCreateCluster(ctx context.Context, c *Session) error {
 	}); err != nil {
 		return err
 	}
-	return c.connect()
+	if err := c.connect(); err != nil {
+		return err
+	}
+	// Before any PF moves: a k3s image whose tag names no version is
+	// only found out now.
+	if c.Lane.VFAllocation == config.VFAllocationDRA {
+		return cni.CheckDRAServed(c.Kube.Typed.Discovery())
+	}
+	return nil
 }
 
 // notOurs says what to do about a cluster or registry of the lane's name
@@ -245,7 +253,7 @@ func CNIOptions(l *config.Lane, pfNamesInNodes []string) cni.Options {
 	return cni.Options{
 		CNI: l.CNI, ResourcePrefix: l.ResourcePrefix, ResourceName: l.ResourceName,
 		NodeSelectorKey: key, NodeSelectorValue: val, PFNames: pfNamesInNodes,
-		VFDriver: l.VFDriver, ImageRegistryMirror: l.ImageRegistryMirror,
+		VFDriver: l.VFDriver, VFAllocation: l.VFAllocation, ImageRegistryMirror: l.ImageRegistryMirror,
 		// pkg/cni takes the pod CIDRs k3s gets from config.NetworksOf.
 		IPFamily: l.IPFamily,
 		Calico:   cni.CalicoOptions{ManifestDir: l.Calico.ManifestDir, CacheDir: statedir.Dir(l.StateDir).Cache()},
@@ -368,6 +376,23 @@ func waitLane(ctx context.Context, c *Session) error {
 			return err
 		}
 	}
+	return waitVFs(ctx, c)
+}
+
+// waitVFs waits until every agent offers the VFs the journal says it
+// holds: as allocatable of the lane's resource, or in dra mode as the
+// devices of its ResourceSlices, counted per PF as the agent names it.
+func waitVFs(ctx context.Context, c *Session) error {
+	if c.Lane.VFAllocation == config.VFAllocationDRA {
+		want := map[string]map[string]int{}
+		for _, p := range c.placements() {
+			if want[p.Node] == nil {
+				want[p.Node] = map[string]int{}
+			}
+			want[p.Node][p.NameInNode] += p.VFs
+		}
+		return cni.WaitDRASlices(ctx, c.Kube.Typed, want)
+	}
 	want := map[string]int64{}
 	for _, p := range c.placements() {
 		want[p.Node] += int64(p.VFs)
@@ -424,7 +449,7 @@ func stepOutputs(ctx context.Context, c *Session) error {
 		return err
 	}
 	if err := writeOutsideFile(c, kubectl, func(p string) error {
-		return writeExecutable(p, kubectlWrapper(bin))
+		return writeExecutable(p, kubectlWrapper(bin, c.Lane.Dir().KubectlData()))
 	}); err != nil {
 		return err
 	}

@@ -1,11 +1,3 @@
-// Package log is sriov-lane's one way of telling the user what happens: a
-// Logger passed down from the command to every package that has something
-// to say, shaped as kind's (kubernetes-sigs/kind pkg/log/types.go@63d3c85:
-// Warn, Error and V(level) Info, a subset of klog), and the step printer
-// the commands drive (Printer).
-//
-// Everything written here goes to the command's stderr; stdout holds only
-// results (status, plan, -o json), so they pipe cleanly, as kind's do.
 package log
 
 // Level is a verbosity: 0 is always shown, 1 and above under -v.

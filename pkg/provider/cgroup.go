@@ -1,8 +1,13 @@
 package provider
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -74,4 +79,67 @@ func DetectCgroup(root string) (CgroupMode, error) {
 		return CgroupV1, nil
 	}
 	return CgroupUnknown, fmt.Errorf("detecting the cgroup version: %s is neither cgroup2 nor tmpfs (filesystem type 0x%x)", root, st.Type)
+}
+
+// thawFrozen thaws every cgroup v1 freezer cgroup at or below the one of
+// process pid (a node container's init) and returns those it thawed. A
+// runc killed between freezing a container's cgroup and thawing it (cgroup
+// v1's fs manager freezes one while it rewrites its device rules) leaves
+// it frozen, and a frozen task takes no signal, SIGKILL included, until it
+// is thawed: Docker's kill of the node then waits for an exit that never
+// comes ("tried to kill container, but did not receive an exit event"),
+// and the node can be neither stopped nor removed. Seen on this project's
+// CI host (hybrid cgroups): a pod's container in an agent left FROZEN, its
+// task in the kernel's refrigerator, until its freezer.state was written
+// THAWED, after which the node went. Under cgroup v2 a fatal signal ends a
+// frozen task, and there is no freezer hierarchy to walk.
+func thawFrozen(pid int) ([]string, error) {
+	rel, err := freezerCgroup(pid)
+	if err != nil || rel == "" {
+		return nil, err
+	}
+	var thawed []string
+	root := filepath.Join(HostCgroupRoot, "freezer", rel)
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return nil // gone while walked: nothing to thaw
+		case err != nil:
+			return err
+		case d.IsDir() || d.Name() != "freezer.state":
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil
+		}
+		if s := strings.TrimSpace(string(b)); s != "FROZEN" && s != "FREEZING" {
+			return nil
+		}
+		if err := os.WriteFile(p, []byte("THAWED"), 0); err != nil {
+			return fmt.Errorf("thawing cgroup %s: %w", filepath.Dir(p), err)
+		}
+		thawed = append(thawed, filepath.Dir(p))
+		return nil
+	})
+	return thawed, err
+}
+
+// freezerCgroup is process pid's cgroup in the v1 freezer hierarchy
+// (its /proc/PID/cgroup line "N:freezer:/PATH"), or "" without one.
+func freezerCgroup(pid int) (string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil // the process has ended
+	}
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) == 3 && slices.Contains(strings.Split(parts[1], ","), "freezer") {
+			return parts[2], nil
+		}
+	}
+	return "", nil
 }

@@ -3,7 +3,6 @@ package provider
 import (
 	"context"
 	"flag"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,27 +14,10 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sriov-lane/sriov-lane/pkg/config"
+	"github.com/sriov-lane/sriov-lane/test/testutil"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
-
-func goldenCompare(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("reading golden file (run with -update to create it): %v", err)
-	}
-	if string(got) != string(want) {
-		t.Errorf("%s differs from the translation (run `go test ./pkg/provider -run Golden -update` if the change is intended)\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
-}
 
 func allHost() HostFacts { return HostFacts{VFIODir: true, LibModules: true} }
 
@@ -50,7 +32,7 @@ func goldenClusterConfig(t *testing.T, l *config.Lane, host HostFacts, golden st
 	if err != nil {
 		t.Fatal(err)
 	}
-	goldenCompare(t, golden, b)
+	testutil.Golden(t, filepath.Join("testdata", golden), b, *update)
 }
 
 func TestClusterConfigGoldenDefault(t *testing.T) {

@@ -164,6 +164,8 @@ func (p *Provider) removeContainers(ctx context.Context, cluster string, isNode 
 	)
 	for _, c := range list {
 		wg.Go(func() {
+			name := trimSlash(c.Names[0])
+			thawed, thawErr := p.thawContainer(ctx, c.ID)
 			err := p.docker.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
 			if cerrdefs.IsConflict(err) {
 				// "removal already in progress": a down killed mid-delete
@@ -171,11 +173,13 @@ func (p *Provider) removeContainers(ctx context.Context, cluster string, isNode 
 				// it (and on the network and volumes it still holds).
 				err = p.waitContainerGone(ctx, c.ID)
 			}
-			name := trimSlash(c.Names[0])
 			mu.Lock()
 			defer mu.Unlock()
+			if len(thawed) > 0 {
+				removed = append(removed, fmt.Sprintf("%d frozen cgroup(s) in %s, thawed so its tasks could be killed", len(thawed), name))
+			}
 			if err != nil && !cerrdefs.IsNotFound(err) {
-				errs = append(errs, fmt.Errorf("removing container %s of %s: %w", name, cluster, err))
+				errs = append(errs, fmt.Errorf("removing container %s of %s: %w", name, cluster, errors.Join(err, thawErr)))
 			} else if err == nil && !isNode[name] {
 				removed = append(removed, "container "+name)
 			}
@@ -183,6 +187,17 @@ func (p *Provider) removeContainers(ctx context.Context, cluster string, isNode 
 	}
 	wg.Wait()
 	return removed, errs
+}
+
+// thawContainer thaws the frozen cgroups of container id's processes
+// (thawFrozen), which would keep Docker from killing it; a container that
+// is not running has none.
+func (p *Provider) thawContainer(ctx context.Context, id string) ([]string, error) {
+	c, err := p.docker.ContainerInspect(ctx, id)
+	if err != nil || c.State == nil || !c.State.Running || c.State.Pid == 0 {
+		return nil, nil
+	}
+	return thawFrozen(c.State.Pid)
 }
 
 // removeVolume removes a volume, waiting out "volume is in use" for up to

@@ -35,19 +35,16 @@ type K3sComponent struct {
 }
 
 // Images k3s pulls itself in a lane on config.DefaultK3sImage
-// (v1.35.5+k3s1). The component versions are the release's (k3s-io/k3s
-// release v1.35.5+k3s1, "Embedded Component Versions": CoreDNS v1.14.3,
-// Local-path-provisioner v0.0.36); the repositories are the manifests'
-// (k3s-io/k3s manifests/coredns.yaml@66c487b: rancher/mirrored-coredns-coredns,
-// manifests/local-storage.yaml@0362e38: rancher/local-path-provisioner and the
-// helper pod's rancher/mirrored-library-busybox), with k3s's
-// %{SYSTEM_DEFAULT_REGISTRY}% empty, so Docker Hub. The busybox tag and the
-// sandbox image are those the release's airgap image list names
-// (rancher/mirrored-library-busybox:1.37.0, rancher/mirrored-pause:3.6;
-// the stored k3s-io/k3s scripts/airgap/image-list.txt@7a8e519, of an
-// earlier release with CoreDNS 1.13.1, names the same two): pause 3.6 is
-// still k3s's default sandbox image in v1.35.5 (https://github.com/k3s-io/k3s/issues/14384,
+// (v1.35.5+k3s1), as the release's manifests name them (k3s-io/k3s
+// manifests/coredns.yaml@v1.35.5+k3s1: rancher/mirrored-coredns-coredns:1.14.3;
+// manifests/local-storage.yaml@v1.35.5+k3s1: rancher/local-path-provisioner:v0.0.36
+// and the helper pod's rancher/mirrored-library-busybox:1.37.0; read at
+// 6a4781ad), with k3s's %{SYSTEM_DEFAULT_REGISTRY}% empty, so Docker Hub.
+// The sandbox image is --pause-image's default (pkg/cli/cmds/agent.go@v1.35.5+k3s1:
+// rancher/mirrored-pause:3.6; https://github.com/k3s-io/k3s/issues/14384,
 // "K3s is still using pause image 3.6", bumped to 3.10.2 from v1.35.6).
+// The release's airgap image list names the same four
+// (scripts/airgap/image-list.txt@v1.35.5+k3s1).
 const (
 	K3sPauseImage           = "docker.io/rancher/mirrored-pause:3.6"
 	K3sCoreDNSImage         = "docker.io/rancher/mirrored-coredns-coredns:1.14.3"

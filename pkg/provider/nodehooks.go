@@ -23,8 +23,8 @@ const ipv6HookInNode = "/bin/k3d-entrypoint-sriov-lane-ipv6.sh"
 // and an interface made in the node later cannot take an IPv6 address
 // (Flannel's flannel-v6.1 failed with "permission denied" on a dual lane).
 // kind sets the same two at container create for IPv6 clusters
-// (kubernetes-sigs/kind pkg/cluster/internal/providers/docker/provision.go
-// commonArgs, stored version id 721595668). Writing all/disable_ipv6 sets
+// (kubernetes-sigs/kind pkg/cluster/internal/providers/docker/provision.go@v0.32.0
+// commonArgs). Writing all/disable_ipv6 sets
 // default and every interface too (the kernel's addrconf_disable_ipv6).
 const ipv6Hook = `#!/bin/sh
 # Written by sriov-lane for an ipv6 or dual lane; k3d runs it before k3s.

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 
@@ -83,8 +84,9 @@ func (p *Provider) StopAgents(ctx context.Context, cluster string) error {
 	}
 	timeout := agentStopTimeout
 	for _, a := range agents {
+		_, thawErr := p.thawContainer(ctx, a.ContainerID)
 		if err := p.docker.ContainerStop(ctx, a.ContainerID, container.StopOptions{Timeout: &timeout}); err != nil && !cerrdefs.IsNotFound(err) {
-			return fmt.Errorf("stopping %s: %w", a.Name, err)
+			return fmt.Errorf("stopping %s: %w", a.Name, errors.Join(err, thawErr))
 		}
 	}
 	return nil

@@ -72,7 +72,9 @@ func testLane(t *testing.T, name string, agents int) *config.Lane {
 	l.Registry.Enabled = new(bool)
 	l.StateDir = filepath.Join(dir, "state")
 	l.VFIODir = vfio
-	l.WaitTimeout.Duration = 3 * time.Minute
+	// Create's waits under make test's load: a cluster has taken over 3
+	// minutes to come up there (testutil.CommandBound says more).
+	l.WaitTimeout.Duration = testutil.CommandBound / 2
 	if err := config.Validate(l); err != nil {
 		t.Fatal(err)
 	}
@@ -347,22 +349,38 @@ func rootShared(mountinfo string) bool {
 	return shared
 }
 
-func TestRigCreateFailureLeavesNothing(t *testing.T) {
+// missingImageLane is a one-agent lane whose k3s image does not exist, so
+// its create fails at the first node, and the lane is cleaned up after.
+func missingImageLane(t *testing.T) (*Provider, *client.Client, string, *config.Lane) {
+	t.Helper()
 	p, cli := rigDocker(t)
 	name := testutil.TakeSlot(t).Lane(0)
 	l := testLane(t, name, 1)
 	l.K3sImage = "sriov-lane-standin/does-not-exist:x"
 	l.WaitTimeout.Duration = time.Minute
 	cleanupLane(t, p, cli, name)
-	ctx := context.Background()
+	return p, cli, name, l
+}
+
+// createFails runs a create of l that must fail (what says with what),
+// logs how long it took and its error, and returns the error's text.
+func createFails(t *testing.T, p *Provider, l *config.Lane, opts CreateOptions, what string) string {
+	t.Helper()
 	start := time.Now()
-	err := p.Create(ctx, l, CreateOptions{})
-	t.Logf("TIMING failed create %s: %s", name, time.Since(start).Round(time.Millisecond))
+	err := p.Create(context.Background(), l, opts)
+	t.Logf("TIMING failed create %s: %s", l.Name, time.Since(start).Round(time.Millisecond))
 	if err == nil {
-		t.Fatal("create with a missing image succeeded")
+		t.Fatalf("create with %s succeeded", what)
 	}
 	t.Logf("error: %v", err)
-	if !strings.Contains(err.Error(), NodeName(name, RoleServer, 0)) {
+	return err.Error()
+}
+
+func TestRigCreateFailureLeavesNothing(t *testing.T) {
+	p, cli, name, l := missingImageLane(t)
+	ctx := context.Background()
+	msg := createFails(t, p, l, CreateOptions{}, "a missing image")
+	if !strings.Contains(msg, NodeName(name, RoleServer, 0)) {
 		t.Errorf("error does not name the failing node %s", NodeName(name, RoleServer, 0))
 	}
 	if left := leftovers(ctx, t, cli, name); len(left) > 0 {
@@ -376,18 +394,9 @@ func TestRigCreateFailureLeavesNothing(t *testing.T) {
 // With Retain a failed create keeps what it made (network, image volume,
 // machine-ids) for debugging; `down` removes it later.
 func TestRigCreateFailureRetained(t *testing.T) {
-	p, cli := rigDocker(t)
-	name := testutil.TakeSlot(t).Lane(0)
-	l := testLane(t, name, 1)
-	l.K3sImage = "sriov-lane-standin/does-not-exist:x"
-	l.WaitTimeout.Duration = time.Minute
-	cleanupLane(t, p, cli, name)
+	p, cli, name, l := missingImageLane(t)
 	ctx := context.Background()
-	err := p.Create(ctx, l, CreateOptions{Retain: true})
-	if err == nil {
-		t.Fatal("create with a missing image succeeded")
-	}
-	t.Logf("error: %v", err)
+	createFails(t, p, l, CreateOptions{Retain: true}, "a missing image")
 	left := leftovers(ctx, t, cli, name)
 	if !slices.ContainsFunc(left, func(o string) bool { return strings.HasPrefix(o, "network "+NetworkName(name)+" ") }) {
 		t.Errorf("retained create left %v, want at least its network %s", left, NetworkName(name))
@@ -410,14 +419,7 @@ func TestRigCreateNodeNeverReady(t *testing.T) {
 	l.WaitTimeout.Duration = 30 * time.Second
 	cleanupLane(t, p, cli, name)
 	ctx := context.Background()
-	start := time.Now()
-	err := p.Create(ctx, l, CreateOptions{})
-	t.Logf("TIMING failing create %s: %s", name, time.Since(start).Round(time.Millisecond))
-	if err == nil {
-		t.Fatal("create with a non-k3s node image succeeded")
-	}
-	t.Logf("error: %v", err)
-	msg := err.Error()
+	msg := createFails(t, p, l, CreateOptions{}, "a non-k3s node image")
 	if !strings.Contains(msg, "node "+NodeName(name, RoleServer, 0)) {
 		t.Errorf("error does not name node %s", NodeName(name, RoleServer, 0))
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -132,21 +134,28 @@ func checkRestartEmptiesDatastore(ctx context.Context, t *testing.T, p *Provider
 	if err := cli.ContainerRestart(ctx, NodeName(name, RoleServer, 0), container.StopOptions{Timeout: &timeout}); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(500 * time.Millisecond) {
-		_, err := kc.CoreV1().ConfigMaps("default").Get(ctx, cm.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return
+	// Until the ConfigMap is gone; an x509 refusal or the ConfigMap still
+	// there ends the wait with that failure. Each Get runs on ctx, not the
+	// poll's context, so the last one's error is what the server gave.
+	var lastErr error // the last Get's error
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 90*time.Second, true, func(context.Context) (bool, error) {
+		_, lastErr = kc.CoreV1().ConfigMaps("default").Get(ctx, cm.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(lastErr) {
+			return true, nil
 		}
 		var unknownCA x509.UnknownAuthorityError
-		if errors.As(err, &unknownCA) || (err != nil && strings.Contains(err.Error(), "x509:")) {
-			t.Fatalf("the restarted server refused the kubeconfig handed out before (its CA or serving certificate changed): %v", err)
+		if errors.As(lastErr, &unknownCA) || (lastErr != nil && strings.Contains(lastErr.Error(), "x509:")) {
+			return false, fmt.Errorf("the restarted server refused the kubeconfig handed out before (its CA or serving certificate changed): %v", lastErr)
 		}
-		if err == nil {
-			t.Fatal("ConfigMap before-restart survived a restart with the datastore on a tmpfs")
+		if lastErr == nil {
+			return false, errors.New("ConfigMap before-restart survived a restart with the datastore on a tmpfs")
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the server's API after its restart: %v", err)
-		}
+		return false, nil
+	})
+	if wait.Interrupted(err) {
+		t.Fatalf("the server's API after its restart: %v", lastErr)
+	} else if err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -13,11 +13,7 @@ import (
 
 // readCluster reads each PV's claim and provisioner for the plan.
 func TestReadClusterReadsPVFacts(t *testing.T) {
-	cfg := apiserver.StartForTest(t)
-	kc, err := kube.ForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, kc := apiserver.ClientsForTest(t, kube.ForConfig)
 	ctx := t.Context()
 	hostPath := &corev1.HostPathVolumeSource{Path: "/var/lib/rancher/k3s/storage/pvc-1_job-1_data"}
 	for _, pv := range []*corev1.PersistentVolume{

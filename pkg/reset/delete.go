@@ -28,6 +28,7 @@ type Pass struct {
 	Lost []string
 
 	waitNamespaces, waitObjects []objectRef
+	waitClaims                  []jobClaim
 }
 
 // Delete reads the cluster, compares it with b and deletes what b does not
@@ -36,6 +37,12 @@ type Pass struct {
 func Delete(ctx context.Context, kc *kube.Clients, b *Baseline, logger log.Logger) (Pass, error) {
 	p, deleted, err := deletePass(ctx, kc, b, logger)
 	pass := Pass{Lost: p.Lost}
+	if err == nil {
+		pass.waitClaims, err = deleteJobClaims(ctx, kc.Typed, p.Kept, b.Recorded, logger)
+		for _, c := range pass.waitClaims {
+			pass.Objects = append(pass.Objects, c.String())
+		}
+	}
 	for _, o := range deleted {
 		if o.isNamespace() {
 			pass.Namespaces = append(pass.Namespaces, o.Name)
@@ -51,7 +58,7 @@ func Delete(ctx context.Context, kc *kube.Clients, b *Baseline, logger log.Logge
 
 // Waits says whether anything the pass deleted, or found being deleted, is
 // still to be waited for.
-func (p Pass) Waits() bool { return len(p.waitNamespaces)+len(p.waitObjects) > 0 }
+func (p Pass) Waits() bool { return len(p.waitNamespaces)+len(p.waitObjects)+len(p.waitClaims) > 0 }
 
 // Wait empties the namespaces the pass deleted, as kube-controller-manager
 // would (emptyns.go says why reset does it itself), and waits within ctx
@@ -62,7 +69,7 @@ func (p Pass) Wait(ctx context.Context, kc *kube.Clients, logger log.Logger) err
 	var emptyErr error
 	var wg sync.WaitGroup
 	wg.Go(func() { emptyErr = emptyNamespaces(ctx, kc, p.waitNamespaces, logger) })
-	err := waitDeleted(ctx, kc, p.waitNamespaces, p.waitObjects)
+	err := errors.Join(waitDeleted(ctx, kc, p.waitNamespaces, p.waitObjects), waitClaimsGone(ctx, kc.Typed, p.waitClaims))
 	wg.Wait()
 	if emptyErr != nil {
 		if err != nil {

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -33,11 +34,7 @@ import (
 // kube-controller-manager here, so the job's namespace stays Terminating:
 // the wait for it times out and says what holds it.
 func TestResetDeletesWhatCameAfterTheBaseline(t *testing.T) {
-	cfg := apiserver.StartForTest(t)
-	kc, err := kube.ForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, kc := apiserver.ClientsForTest(t, kube.ForConfig)
 	dyn, cs := kc.Dynamic, kc.Typed
 	ctx := t.Context()
 
@@ -109,15 +106,12 @@ func TestResetDeletesWhatCameAfterTheBaseline(t *testing.T) {
 
 	// kube-apiserver picks the webhook up from an informer, a moment after
 	// the create: probe with dry-run deletes (a webhook without side
-	// effects is called on those too) until it refuses.
-	refused := false
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if err := cs.RbacV1().ClusterRoles().Delete(ctx, "job-reader", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
-			refused = true
-			break
-		}
-	}
-	if !refused {
+	// effects is called on those too) until it refuses. Each probe runs on
+	// the test's ctx, not the poll's: one cut short by the poll's timeout
+	// (or by the rate limiter's wait against it) would read as a refusal.
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 15*time.Second, true, func(context.Context) (bool, error) {
+		return cs.RbacV1().ClusterRoles().Delete(ctx, "job-reader", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}) != nil, nil
+	}); err != nil {
 		t.Fatal("the webhook did not refuse a ClusterRole delete in 15 s: the order of reset's deletes goes untested")
 	}
 	if err := cs.RbacV1().ClusterRoles().Delete(ctx, "job-reader", metav1.DeleteOptions{}); err == nil {
@@ -159,9 +153,7 @@ func TestResetDeletesWhatCameAfterTheBaseline(t *testing.T) {
 	}
 	// The CRD's finalizer runs in kube-apiserver: it goes, with its widget.
 	nsWait, objWait := p.waitFor(deleted)
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := waitObjectsGone(wctx, kc.Metadata, objWait); err != nil {
+	if err := waitObjectsGone(bounded(t, 30*time.Second), kc.Metadata, objWait); err != nil {
 		t.Error(err)
 	}
 	_, err = dyn.Resource(widgets).Get(ctx, "w1", metav1.GetOptions{})
@@ -184,9 +176,7 @@ func TestResetDeletesWhatCameAfterTheBaseline(t *testing.T) {
 	}
 
 	// The wait for the namespace ends at its bound and names what holds it.
-	sctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	err = waitNamespacesGone(sctx, cs, nsWait)
+	err = waitNamespacesGone(bounded(t, time.Second), cs, nsWait)
 	if err == nil || !strings.Contains(err.Error(), "namespace job-1") || !strings.Contains(err.Error(), "finalizers [kubernetes]") {
 		t.Errorf("wait for a namespace no controller empties: %v", err)
 	}
@@ -235,20 +225,21 @@ func mkCRD(t *testing.T, dyn dynamic.Interface, group, plural, kind, scope strin
 	if _, err := dyn.Resource(crds).Create(t.Context(), crd, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var lastErr error // the last Get's error: why the CRD was not seen established
+	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		u, err := dyn.Resource(crds).Get(t.Context(), plural+"."+group, metav1.GetOptions{})
-		if err == nil {
-			conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-			for _, c := range conds {
-				if m, _ := c.(map[string]any); m["type"] == "Established" && m["status"] == "True" {
-					return schema.GroupVersionResource{Group: group, Version: "v1", Resource: plural}
-				}
+		if lastErr = err; err != nil {
+			return false, nil
+		}
+		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+		for _, c := range conds {
+			if m, _ := c.(map[string]any); m["type"] == "Established" && m["status"] == "True" {
+				return true, nil
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("CRD %s.%s not established: %v", plural, group, err)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return false, nil
+	}); err != nil {
+		t.Fatalf("CRD %s.%s not established: %v", plural, group, lastErr)
 	}
+	return schema.GroupVersionResource{Group: group, Version: "v1", Resource: plural}
 }

@@ -15,4 +15,6 @@
 //     left when they time out
 //   - emptyns.go:  the namespaces reset empties and finalizes itself, as
 //     kube-controller-manager would, without its 5 s wait
+//   - claims.go:   the job's ResourceClaims and templates in the
+//     namespaces that stay, which would hold devices from the next job
 package reset

@@ -22,11 +22,7 @@ import (
 // nothing else while one remains, waits for finalizers on the content, and
 // finalizes the namespace only once a list of every type finds nothing.
 func TestEmptyNamespacesFinalizesOnlyEmptyNamespaces(t *testing.T) {
-	cfg := apiserver.StartForTest(t)
-	kc, err := kube.ForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, kc := apiserver.ClientsForTest(t, kube.ForConfig)
 	cs := kc.Typed
 	ctx := t.Context()
 
@@ -68,7 +64,7 @@ func TestEmptyNamespacesFinalizesOnlyEmptyNamespaces(t *testing.T) {
 
 	// job-a empties and goes; job-b cannot while its pod is held.
 	sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	err = emptyNamespaces(sctx, kc, []objectRef{refs["job-a"], refs["job-b"]}, testLogger(t))
+	err := emptyNamespaces(sctx, kc, []objectRef{refs["job-a"], refs["job-b"]}, testLogger(t))
 	cancel()
 	if err == nil || !strings.Contains(err.Error(), "namespace job-b") || !strings.Contains(err.Error(), "1 pods (finalizers ["+hold+"])") {
 		t.Errorf("emptying a namespace whose pod is held: %v, want it to name the held pod", err)

@@ -1,9 +1,11 @@
 package reset
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -44,6 +46,13 @@ const (
 	clusterRoles = "rbac.authorization.k8s.io/v1/clusterroles"
 	crds         = "apiextensions.k8s.io/v1/customresourcedefinitions"
 )
+
+// bounded is the test's context, done after d.
+func bounded(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
 
 // testLogger shows what reset logs, -v detail included, in the test's log.
 func testLogger(t *testing.T) log.Logger { return log.NewPrinter(testWriter{t}, true) }

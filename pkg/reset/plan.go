@@ -87,6 +87,9 @@ type resetPlan struct {
 	Provisioned []clusterObject
 	// Lost are baseline namespaces that are gone or going.
 	Lost []string
+	// Kept are the namespaces that stay, sorted: the job's claims in them
+	// go on their own (claims.go).
+	Kept []string
 	// Unreadable are the types whose list failed and whose objects nothing
 	// else in the plan removes.
 	Unreadable map[schema.GroupVersionResource]error
@@ -165,6 +168,12 @@ func planReset(b *Baseline, st *apiState) resetPlan {
 			p.Namespaces = append(p.Namespaces, ns)
 		}
 	}
+	for ns, kept := range keptNS {
+		if kept {
+			p.Kept = append(p.Kept, ns)
+		}
+	}
+	sort.Strings(p.Kept)
 	for _, ns := range b.Namespaces {
 		if !now[ns.UID] && !immortalNamespaces[ns.Name] {
 			p.Lost = append(p.Lost, "namespace "+ns.Name+" of the baseline was deleted")

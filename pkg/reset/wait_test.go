@@ -34,9 +34,7 @@ func TestWaitNamespacesGone(t *testing.T) {
 				t.Errorf("deleting the namespace waited for: %v", err)
 			}
 		}()
-		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-		defer cancel()
-		if err := waitNamespacesGone(ctx, cs, refs); err != nil {
+		if err := waitNamespacesGone(bounded(t, 5*time.Second), cs, refs); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -44,17 +42,13 @@ func TestWaitNamespacesGone(t *testing.T) {
 		again := job.DeepCopy()
 		again.UID, again.DeletionTimestamp = "u-job-1-again", nil
 		cs := fake.NewClientset(again)
-		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-		defer cancel()
-		if err := waitNamespacesGone(ctx, cs, refs); err != nil {
+		if err := waitNamespacesGone(bounded(t, 5*time.Second), cs, refs); err != nil {
 			t.Fatal(err)
 		}
 	})
 	t.Run("still terminating", func(t *testing.T) {
 		cs := fake.NewClientset(job.DeepCopy())
-		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
-		defer cancel()
-		err := waitNamespacesGone(ctx, cs, refs)
+		err := waitNamespacesGone(bounded(t, 100*time.Millisecond), cs, refs)
 		if err == nil {
 			t.Fatal("no error while the namespace is still there")
 		}
@@ -97,17 +91,13 @@ func TestWaitObjectsGone(t *testing.T) {
 				t.Errorf("deleting the CRD waited for: %v", err)
 			}
 		}()
-		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-		defer cancel()
-		if err := waitObjectsGone(ctx, md, refs); err != nil {
+		if err := waitObjectsGone(bounded(t, 5*time.Second), md, refs); err != nil {
 			t.Fatal(err)
 		}
 	})
 	t.Run("held by its finalizer", func(t *testing.T) {
 		md := client(t)
-		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
-		defer cancel()
-		err := waitObjectsGone(ctx, md, refs)
+		err := waitObjectsGone(bounded(t, 100*time.Millisecond), md, refs)
 		if err == nil || !strings.Contains(err.Error(), "CustomResourceDefinition widgets.example.com: being deleted, finalizers [customresourcecleanup.apiextensions.k8s.io]") {
 			t.Fatalf("%v", err)
 		}

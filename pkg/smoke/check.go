@@ -4,13 +4,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"regexp"
 	"slices"
 	"strings"
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	utilexec "k8s.io/client-go/util/exec"
+
+	"github.com/sriov-lane/sriov-lane/pkg/cni"
 )
 
 // The checks `verify` runs on the smoke pod are pure functions of what the
@@ -24,6 +28,8 @@ const (
 	CheckVFIODevice     = "vfio device"
 	CheckNetworkStatus  = "network-status"
 	CheckPodInterface   = "interface in pod"
+	CheckDRAEnv         = "SRIOVNETWORK env"
+	CheckClaim          = "resource claim"
 	vfioContainerDevice = "/dev/vfio/vfio"
 )
 
@@ -85,9 +91,10 @@ var pciAddressRE = regexp.MustCompile(`^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA
 type PCIDevice struct {
 	// Env is the PCIDEVICE_* variable and Address the PCI address it holds.
 	Env, Address string
-	// VFIODev is the group device the _INFO variable names for Address
-	// ("vfio" provider, key "dev-mount"), "" when it names none.
-	VFIODev string
+	// VFIODev is the group device the component names for Address (the
+	// device plugin's _INFO variable, the DRA driver's _VFIO_DEVICE one),
+	// "" when it names none; VFIOFrom is that variable.
+	VFIODev, VFIOFrom string
 }
 
 // checkPCIDeviceEnv finds variable name in the output of `env` and expects
@@ -99,16 +106,11 @@ func checkPCIDeviceEnv(env CmdOutput, name string) (PCIDevice, string, error) {
 	if env.Err != nil {
 		return fail(env.String())
 	}
-	vars := map[string]string{}
+	vars := parseEnv(env.Stdout)
 	var others []string
-	for line := range strings.SplitSeq(env.Stdout, "\n") {
-		k, v, ok := strings.Cut(strings.TrimRight(line, "\r"), "=")
-		if !ok {
-			continue
-		}
-		vars[k] = v
+	for _, k := range slices.Sorted(maps.Keys(vars)) {
 		if strings.HasPrefix(k, "PCIDEVICE_") && k != name && k != name+"_INFO" {
-			others = append(others, line)
+			others = append(others, k+"="+vars[k])
 		}
 	}
 	val, ok := vars[name]
@@ -135,9 +137,20 @@ func checkPCIDeviceEnv(env CmdOutput, name string) (PCIDevice, string, error) {
 	// hint for the vfio check: a missing or odd _INFO fails nothing.
 	var info map[string]map[string]map[string]string
 	if raw, ok := vars[name+"_INFO"]; ok && json.Unmarshal([]byte(raw), &info) == nil {
-		dev.VFIODev = info[dev.Address]["vfio"]["dev-mount"]
+		dev.VFIODev, dev.VFIOFrom = info[dev.Address]["vfio"]["dev-mount"], name+"_INFO"
 	}
 	return dev, line, nil
+}
+
+// parseEnv reads the output of `env`: a variable a line, NAME=value.
+func parseEnv(out string) map[string]string {
+	vars := map[string]string{}
+	for line := range strings.SplitSeq(out, "\n") {
+		if k, v, ok := strings.Cut(strings.TrimRight(line, "\r"), "="); ok {
+			vars[k] = v
+		}
+	}
+	return vars
 }
 
 // lsEntry is one line of `ls -l`: its type character and name.
@@ -170,7 +183,7 @@ func parseLsLong(out string) []lsEntry {
 func checkVFIODevices(ls CmdOutput, dev PCIDevice) (string, error) {
 	want := "char devices /dev/vfio/<group> and " + vfioContainerDevice
 	if dev.VFIODev != "" {
-		want = fmt.Sprintf("char devices %s (named for %s by %s_INFO) and %s", dev.VFIODev, dev.Address, dev.Env, vfioContainerDevice)
+		want = fmt.Sprintf("char devices %s (named for %s by %s) and %s", dev.VFIODev, dev.Address, dev.VFIOFrom, vfioContainerDevice)
 	}
 	fail := func(found string) (string, error) {
 		return "", &CheckError{Check: CheckVFIODevice, Expected: want, Found: found}
@@ -208,7 +221,7 @@ func checkVFIODevices(ls CmdOutput, dev PCIDevice) (string, error) {
 	}
 	line := fmt.Sprintf("%s and %s are char devices", strings.Join(groups, ", "), vfioContainerDevice)
 	if dev.VFIODev != "" {
-		line += fmt.Sprintf(" (%s_INFO names %s for %s)", dev.Env, dev.VFIODev, dev.Address)
+		line += fmt.Sprintf(" (%s names %s for %s)", dev.VFIOFrom, dev.VFIODev, dev.Address)
 	}
 	return line, nil
 }
@@ -333,4 +346,82 @@ func parseIPOAddr(out, ifname string) []netip.Prefix {
 		}
 	}
 	return ps
+}
+
+// draPCIEnv is the DRA driver's variable of every PCI address prepared for
+// the pod (k8snetworkplumbingwg/dra-driver-sriov
+// pkg/cdi/cdi.go@14490e9d438b CreateGlobalPodSpecFile).
+const draPCIEnv = "SRIOVNETWORK_PCI_ADDRESSES"
+
+// checkDRADeviceEnv expects the DRA driver's SRIOVNETWORK_PCI_ADDRESSES
+// to hold exactly one PCI address (the smoke pod claims one VF), and takes
+// the group device its SRIOVNETWORK_<device>_VFIO_DEVICE names, if set
+// (pkg/devicestate/state.go@14490e9d438b applyConfigOnDevice).
+func checkDRADeviceEnv(env CmdOutput) (PCIDevice, string, error) {
+	fail := func(found string) (PCIDevice, string, error) {
+		return PCIDevice{}, "", &CheckError{Check: CheckDRAEnv, Expected: draPCIEnv + " holding one PCI address", Found: found}
+	}
+	if env.Err != nil {
+		return fail(env.String())
+	}
+	vars := parseEnv(env.Stdout)
+	val, ok := vars[draPCIEnv]
+	switch {
+	case !ok:
+		return fail("no " + draPCIEnv + " in the container's environment (did the DRA driver prepare the claim?)")
+	case strings.Count(val, ",") > 0 || !pciAddressRE.MatchString(val):
+		return fail(fmt.Sprintf("%s=%s: not one PCI address", draPCIEnv, val))
+	}
+	dev := PCIDevice{Env: draPCIEnv, Address: val}
+	vfio := "SRIOVNETWORK_" + strings.ReplaceAll(cni.DRADeviceName(val), "-", "_") + "_VFIO_DEVICE"
+	if g, ok := vars[vfio]; ok {
+		dev.VFIODev, dev.VFIOFrom = g, vfio
+	}
+	return dev, fmt.Sprintf("%s=%s", draPCIEnv, val), nil
+}
+
+// checkClaimDevice expects the pod's claim to be allocated exactly one
+// device of the driver, the one the pod's environment names.
+func checkClaimDevice(claim *resourcev1.ResourceClaim, driver string, dev PCIDevice) (string, error) {
+	want := cni.DRADeviceName(dev.Address)
+	fail := func(found string) (string, error) {
+		return "", &CheckError{Check: CheckClaim, Expected: fmt.Sprintf("claim allocated device %s of %s", want, driver), Found: found}
+	}
+	if claim.Status.Allocation == nil {
+		return fail(fmt.Sprintf("claim %s not allocated", claim.Name))
+	}
+	var got []string
+	for _, r := range claim.Status.Allocation.Devices.Results {
+		got = append(got, r.Driver+"/"+r.Pool+"/"+r.Device)
+	}
+	rs := claim.Status.Allocation.Devices.Results
+	if len(rs) != 1 || rs[0].Driver != driver || rs[0].Device != want {
+		return fail(fmt.Sprintf("claim %s allocated %v", claim.Name, got))
+	}
+	return fmt.Sprintf("claim %s: device %s in pool %s", claim.Name, rs[0].Device, rs[0].Pool), nil
+}
+
+// checkDRAInterface expects the VF's interface (DRAInterface), which the driver names
+// and its sriov-cni moves into the pod, with an address in subnet (the
+// smoke NAD's host-local range); there is no Multus network-status to
+// name the address.
+func checkDRAInterface(subnet netip.Prefix, mac, addrs CmdOutput) (string, error) {
+	ifname := DRAInterface
+	st := nadv1.NetworkStatus{Interface: ifname}
+	if addrs.Err == nil {
+		for _, p := range parseIPOAddr(addrs.Stdout, ifname) {
+			if subnet.Contains(p.Addr()) {
+				st.IPs = []string{p.Addr().String()}
+				break
+			}
+		}
+	}
+	if len(st.IPs) == 0 {
+		found := "no address in " + subnet.String()
+		if addrs.Err != nil {
+			found = addrs.String()
+		}
+		return "", &CheckError{Check: CheckPodInterface, Expected: fmt.Sprintf("interface %s in the pod's network namespace with an address in %s", ifname, subnet), Found: found}
+	}
+	return checkPodInterface(st, mac, addrs)
 }

@@ -74,7 +74,7 @@ func TestCheckPCIDeviceEnv(t *testing.T) {
 			name: "address with vfio info",
 			out: CmdOutput{Cmd: cmd, Stdout: base + envVar + "=0000:3b:02.6\n" + envVar +
 				`_INFO={"0000:3b:02.6":{"generic":{"deviceID":"0000:3b:02.6"},"vfio":{"dev-mount":"/dev/vfio/169","mount":"/dev/vfio/vfio"}}}` + "\n"},
-			wantDev:  PCIDevice{Env: envVar, Address: "0000:3b:02.6", VFIODev: "/dev/vfio/169"},
+			wantDev:  PCIDevice{Env: envVar, Address: "0000:3b:02.6", VFIODev: "/dev/vfio/169", VFIOFrom: envVar + "_INFO"},
 			wantLine: envVar + "=0000:3b:02.6",
 		},
 		{
@@ -133,7 +133,7 @@ func TestCheckVFIODevices(t *testing.T) {
 	cmd := []string{"ls", "-l", "/dev/vfio/"}
 	ctl := "crw-rw-rw-    1 root     root       10, 196 Dec  1 10:00 vfio\n"
 	group := func(n string) string { return "crw-rw-rw-    1 root     root      244,   0 Dec  1 10:00 " + n + "\n" }
-	withInfo := PCIDevice{Env: envVar, Address: "0000:40:02.1", VFIODev: "/dev/vfio/12"}
+	withInfo := PCIDevice{Env: envVar, Address: "0000:40:02.1", VFIODev: "/dev/vfio/12", VFIOFrom: envVar + "_INFO"}
 	noInfo := PCIDevice{Env: envVar, Address: "0000:40:02.1"}
 	for _, c := range []struct {
 		name     string

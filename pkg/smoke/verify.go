@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"time"
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -47,6 +50,9 @@ func Verify(ctx context.Context, kc *kube.Clients, o cni.Options, report func(ch
 		return execInPod(ctx, kc.Config, cs, ns, pod.Name, Container, cmd...)
 	}
 
+	if o.VFAllocation == config.VFAllocationDRA {
+		return verifyDRA(ctx, kc, o, pod, run, fail, report)
+	}
 	dev, found, err := checkPCIDeviceEnv(run("env"), PCIDeviceEnvName(o.ResourcePrefix, o.ResourceName))
 	if err != nil {
 		return fail(err)
@@ -74,6 +80,97 @@ func Verify(ctx context.Context, kc *kube.Clients, o cni.Options, report func(ch
 		report(CheckPodInterface, found)
 	}
 	return dev, nil
+}
+
+// verifyDRA checks a dra lane's smoke pod: the driver's variable naming
+// one PCI address, the pod's claim allocated that device, then in
+// vfio-pci mode its /dev/vfio group, in netdevice mode the interface the
+// driver's sriov-cni moved into the pod with an address of the smoke NAD.
+func verifyDRA(ctx context.Context, kc *kube.Clients, o cni.Options, pod *corev1.Pod, run func(...string) CmdOutput,
+	fail func(error) (PCIDevice, error), report func(check, found string)) (PCIDevice, error) {
+	dev, found, err := checkDRADeviceEnv(run("env"))
+	if err != nil {
+		return fail(err)
+	}
+	report(CheckDRAEnv, found)
+	claim, err := podClaim(ctx, kc.Typed, pod)
+	if err != nil {
+		return fail(&CheckError{Check: CheckClaim, Expected: "the pod's claim " + ClaimName, Found: err.Error()})
+	}
+	if found, err = checkClaimDevice(claim, cni.DRADriverName, dev); err != nil {
+		return fail(err)
+	}
+	report(CheckClaim, found)
+	switch o.VFDriver {
+	case config.VFDriverVFIO:
+		found, err = checkVFIODevices(run("ls", "-l", "/dev/vfio/"), dev)
+		if err != nil {
+			return fail(err)
+		}
+		report(CheckVFIODevice, found)
+	case config.VFDriverNetdevice:
+		found, err = checkDRAInterface(netip.MustParsePrefix(Subnet),
+			run("cat", "/sys/class/net/"+DRAInterface+"/address"),
+			run("ip", "-o", "addr", "show", "dev", DRAInterface))
+		if err != nil {
+			return fail(err)
+		}
+		report(CheckPodInterface, found)
+	}
+	return dev, nil
+}
+
+// podClaim is the claim the pod's status names for ClaimName (made from
+// the template by kube-controller-manager).
+func podClaim(ctx context.Context, cs kubernetes.Interface, pod *corev1.Pod) (*resourcev1.ResourceClaim, error) {
+	for _, st := range pod.Status.ResourceClaimStatuses {
+		if st.Name == ClaimName && st.ResourceClaimName != nil {
+			return cs.ResourceV1().ResourceClaims(pod.Namespace).Get(ctx, *st.ResourceClaimName, metav1.GetOptions{})
+		}
+	}
+	return nil, fmt.Errorf("pod status names no claim for %s", ClaimName)
+}
+
+// claimPoll is how often WaitClaimsGone looks: kube-controller-manager
+// deletes a pod's generated claim within a second or so of the pod going.
+const claimPoll = 250 * time.Millisecond
+
+// WaitClaimsGone waits until no ResourceClaim in namespace is owned by
+// the smoke pod: the claim made for it is deleted, the driver has
+// unprepared it, and its device can be allocated again.
+func WaitClaimsGone(ctx context.Context, cs kubernetes.Interface, namespace string) error {
+	var left []string
+	err := wait.PollUntilContextCancel(ctx, claimPoll, true, func(ctx context.Context) (bool, error) {
+		list, err := cs.ResourceV1().ResourceClaims(namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		left = left[:0]
+		for _, c := range list.Items {
+			for _, or := range c.OwnerReferences {
+				if or.Kind == "Pod" && or.Name == PodName {
+					left = append(left, c.Name)
+				}
+			}
+		}
+		return len(left) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for the smoke pod's claims in %s to be gone (%s still there; its VF is not free until then): %w", namespace, strings.Join(left, ", "), err)
+	}
+	return nil
+}
+
+// DeleteClaimTemplate deletes the dra smoke pod's ResourceClaimTemplate,
+// if there is one, once the pod is gone; the claim made from it goes with
+// the pod (kube-controller-manager deletes a claim generated for a pod
+// that is gone), which is when the driver's device is free again.
+func DeleteClaimTemplate(ctx context.Context, cs kubernetes.Interface, namespace string) error {
+	err := cs.ResourceV1().ResourceClaimTemplates(namespace).Delete(ctx, ClaimTemplateName, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting ResourceClaimTemplate %s/%s: %w", namespace, ClaimTemplateName, err)
+	}
+	return nil
 }
 
 // smokeFailure names the pod and its node, says what failed and appends

@@ -30,12 +30,15 @@ const (
 
 // qemuIGBLacks is what a lane on QEMU's igb cannot give a test suite: the
 // tests sriov-network-operator skips when CLUSTER_HAS_EMULATED_PF is set
-// (k8snetworkplumbingwg/sriov-network-operator test/util/cluster/cluster.go
-// VirtualCluster; test/conformance/tests/test_sriov_operator.go skips the
-// VF link state test and the test of VF traffic while the PF is down,
-// "Bug in IGB driver"; test/conformance/tests/test_exporter_metrics.go the
-// VF statistics, "IGB driver does not support VF statistics"; its
-// switchdev suite, "IGB driver does not support switchdev driver model").
+// (k8snetworkplumbingwg/sriov-network-operator, all at v1.6.0:
+// test/util/cluster/cluster.go VirtualCluster;
+// test/conformance/tests/test_sriov_operator.go skips the VF link state
+// test and test_policy_configuration.go the test of VF traffic while the
+// PF is down, both "Bug in IGB driver", and test/util/network/network.go
+// leaves a network's linkState unset on such a cluster;
+// test_exporter_metrics.go skips the VF statistics, "IGB driver does not
+// support VF statistics"; test_switchdev.go its suite, "IGB driver does
+// not support switchdev driver model").
 // test/kernel/guest asks the guest's igb (QEMU 10.0.2, kernels 6.1 and
 // 6.12) and records the answers: a VF link state is refused (EOPNOTSUPP);
 // spoof check, trust and a VF VLAN are taken; a VF max TX rate was refused

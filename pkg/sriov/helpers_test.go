@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -13,7 +12,6 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
-	"golang.org/x/sys/unix"
 
 	"github.com/sriov-lane/sriov-lane/pkg/journal"
 	"github.com/sriov-lane/sriov-lane/pkg/log"
@@ -91,33 +89,16 @@ type linkState struct {
 // findByMAC reports the link with mac in the netns at path ("" = current).
 func findByMAC(t *testing.T, nsPath, mac string) linkState {
 	t.Helper()
-	var h *netlink.Handle
-	var err error
-	if nsPath == "" {
-		h, err = netlink.NewHandle(unix.NETLINK_ROUTE)
-	} else {
-		ns, e := netns.GetFromPath(nsPath)
-		if e != nil {
-			t.Fatalf("opening %s: %v", nsPath, e)
-		}
-		defer ns.Close()
-		h, err = netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
-	}
+	links, err := testutil.LinkList(testutil.HandleAt(t, nsPath))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer h.Close()
-	links, err := testutil.LinkList(h)
-	if err != nil {
-		t.Fatal(err)
+	l := testutil.LinkWithMAC(links, mac)
+	if l == nil {
+		return linkState{}
 	}
-	for _, l := range links {
-		a := l.Attrs()
-		if strings.EqualFold(a.HardwareAddr.String(), mac) {
-			return linkState{Name: a.Name, MTU: a.MTU, Up: a.Flags&net.FlagUp != 0, Found: true}
-		}
-	}
-	return linkState{}
+	a := l.Attrs()
+	return linkState{Name: a.Name, MTU: a.MTU, Up: a.Flags&net.FlagUp != 0, Found: true}
 }
 
 // moveLinkTo moves the link with mac from the current netns into the netns
@@ -133,15 +114,13 @@ func moveLinkTo(t *testing.T, mac, path string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, l := range links {
-		if strings.EqualFold(l.Attrs().HardwareAddr.String(), mac) {
-			if err := netlink.LinkSetNsFd(l, int(ns)); err != nil {
-				t.Fatal(err)
-			}
-			return
-		}
+	l := testutil.LinkWithMAC(links, mac)
+	if l == nil {
+		t.Fatalf("no link with MAC %s to move", mac)
 	}
-	t.Fatalf("no link with MAC %s to move", mac)
+	if err := netlink.LinkSetNsFd(l, int(ns)); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // squat adds a bridge named name inside the netns at path, so a PF of that
@@ -149,16 +128,7 @@ func moveLinkTo(t *testing.T, mac, path string) {
 // test's cleanup); deleting the netns removes the bridge.
 func squat(t *testing.T, path, name string) *netlink.Handle {
 	t.Helper()
-	ns, err := netns.GetFromPath(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(h.Close)
+	h := testutil.HandleAt(t, path)
 	if err := h.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: name}}); err != nil {
 		t.Fatal(err)
 	}

@@ -28,12 +28,8 @@ func TestWriteFileNeverCreates(t *testing.T) {
 func TestWriteFileIsSynchronousAndKeepsTheErrno(t *testing.T) {
 	testutil.RequireRoot(t)
 	dir := t.TempDir()
-	srv, err := sysfs.Serve(sysfs.ServeConfig{SysfsDir: filepath.Join(dir, "sys"),
+	sysfs.ServeForTest(t, sysfs.ServeConfig{SysfsDir: filepath.Join(dir, "sys"),
 		KernelConfig: sysfs.KernelConfig{PFs: []sysfs.PF{{Name: "sxw0", MAC: "02:00:00:5e:00:01"}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Close() })
 	sys := Sysfs{Root: filepath.Join(dir, "sys")}
 	pf := sysfs.PFBDF(0)
 	if err := setNumVFs(sys, pf, 3); err != nil {

@@ -26,12 +26,8 @@ func TestNetdeviceVFWithoutNetdevDriverFailsAtOnce(t *testing.T) {
 	dir := t.TempDir()
 	// No PeerNetns: a VF bound to iavf gets no netdev, as with a driver
 	// that never registers one.
-	srv, err := sysfs.Serve(sysfs.ServeConfig{SysfsDir: filepath.Join(dir, "sys"),
+	sysfs.ServeForTest(t, sysfs.ServeConfig{SysfsDir: filepath.Join(dir, "sys"),
 		KernelConfig: sysfs.KernelConfig{PFs: []sysfs.PF{{Name: "sxd0", MAC: "02:00:00:5e:00:11"}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Close() })
 	j, err := journal.Open(filepath.Join(dir, "lane", "journal.jsonl"))
 	if err != nil {
 		t.Fatal(err)
@@ -62,8 +58,9 @@ func TestNetdeviceVFWithoutNetdevDriverFailsAtOnce(t *testing.T) {
 		{vf(1), "vfio-pci", []string{"bound to vfio-pci, which registers no netdev", `driver_override "vfio-pci"`}},
 	}
 	for _, c := range cases {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		start := time.Now()
+		// The context outlives the netdev wait (vfNetdevWait): a bind that
+		// waited fails with that wait's error, not the context's.
+		ctx, cancel := context.WithTimeout(context.Background(), 3*vfNetdevWait)
 		_, err := s.bindNetdevice(ctx, pf, c.vf, nil)
 		cancel()
 		if err == nil {
@@ -74,9 +71,12 @@ func TestNetdeviceVFWithoutNetdevDriverFailsAtOnce(t *testing.T) {
 				t.Errorf("VF %s: error %q does not say %q", c.vf.PCI, err, w)
 			}
 		}
-		// At once: not after the netdev wait.
-		if d := time.Since(start); d > time.Second || errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("VF %s: failed after %s (%v): it waited", c.vf.PCI, d, err)
+		// At once: from the driver check, not at the end of the netdev
+		// wait. Asked of the error's source, not of a duration, which under
+		// make test's load measures the machine (a 1 s bound failed in CI
+		// at 1.19 s).
+		if strings.Contains(err.Error(), "registered no netdev") || errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("VF %s: failed from the netdev wait (%v): it waited", c.vf.PCI, err)
 		}
 		if got, _ := s.Sysfs.Driver(c.vf.PCI); got != c.driver {
 			t.Errorf("VF %s on %q, want %q", c.vf.PCI, got, c.driver)

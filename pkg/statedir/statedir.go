@@ -103,6 +103,14 @@ func (d LaneDir) NodeHooks() string { return filepath.Join(string(d), "node-hook
 // so that it acts as one.
 func (d LaneDir) Kubectl() string { return filepath.Join(string(d), "bin", "kubectl") }
 
+// KubectlData is where the lane's kubectl unpacks what it runs. k3s's
+// binary, run as kubectl, first extracts its bundled data dir and runs the
+// kubectl there (k3s-io/k3s cmd/k3s/main.go@v1.35.5+k3s1 runCLIs,
+// stageAndRun, extract; read at 6a4781ad): into K3S_DATA_DIR when set, else
+// /var/lib/rancher/k3s for root (findDataDir, datadir.Resolve). Here it is
+// the lane's, removed with it, not a host directory a lane never recorded.
+func (d LaneDir) KubectlData() string { return filepath.Join(string(d), "bin", "k3s-data") }
+
 // Backup is where the lane keeps the file at the absolute path abs, which
 // it replaced, until down puts it back.
 func (d LaneDir) Backup(abs string) string {

@@ -44,20 +44,13 @@ func writePKI(dir string, sans []string) (*pki, error) {
 			return nil, err
 		}
 	}
-	now := time.Now()
 
 	srvKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, fmt.Errorf("generating serving key: %w", err)
 	}
-	srvTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2),
-		Subject:      pkix.Name{CommonName: "kube-apiserver"},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(10 * 365 * 24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
+	srvTmpl := certTemplate(2, "kube-apiserver", x509.KeyUsageDigitalSignature|x509.KeyUsageKeyEncipherment)
+	srvTmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
 	all := append([]string{"127.0.0.1", "localhost", "::1",
 		"kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}, sans...)
 	seen := map[string]bool{}
@@ -139,17 +132,22 @@ func ecKeyPEM(k *ecdsa.PrivateKey) ([]byte, error) {
 	return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), nil
 }
 
-func selfSign(caKey *ecdsa.PrivateKey) (*x509.Certificate, []byte, error) {
+// certTemplate is a certificate of the control plane's PKI: valid from an
+// hour ago for ten years.
+func certTemplate(serial int64, commonName string, usage x509.KeyUsage) *x509.Certificate {
 	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "sriov-lane-test-ca"},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(10 * 365 * 24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
+	return &x509.Certificate{
+		SerialNumber: big.NewInt(serial),
+		Subject:      pkix.Name{CommonName: commonName},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(10 * 365 * 24 * time.Hour),
+		KeyUsage:     usage,
 	}
+}
+
+func selfSign(caKey *ecdsa.PrivateKey) (*x509.Certificate, []byte, error) {
+	tmpl := certTemplate(1, "sriov-lane-test-ca", x509.KeyUsageCertSign|x509.KeyUsageDigitalSignature)
+	tmpl.BasicConstraintsValid, tmpl.IsCA = true, true
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &caKey.PublicKey, caKey)
 	if err != nil {
 		return nil, nil, fmt.Errorf("signing CA certificate: %w", err)

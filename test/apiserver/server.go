@@ -1,6 +1,3 @@
-// Package apiserver runs a real etcd and kube-apiserver from prebuilt
-// binaries (built by `make test-env`), for tests and for the stand-in k3s
-// node image. Nothing here is product code.
 package apiserver
 
 import (
@@ -31,7 +28,9 @@ const (
 	DefaultServiceCIDR = "10.43.0.0/16"
 	// AdminUser is the identity the static token authenticates as.
 	AdminUser = "admin"
-	// contextName names cluster, user and context in the kubeconfig, as k3s does.
+	// contextName names cluster, user and context in the kubeconfig, as k3s
+	// names them (k3s-io/k3s pkg/clientaccess/kubeconfig.go@v1.35.5+k3s1
+	// WriteClientKubeConfig, read at 6a4781ad).
 	contextName = "default"
 )
 

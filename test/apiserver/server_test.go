@@ -74,19 +74,7 @@ func TestRestartOnSameDirKeepsDataAndCredentials(t *testing.T) {
 	opts := TestOptions(t)
 	opts.Dir, opts.Token = t.TempDir(), "restart-token"
 
-	first, err := Start(ctx, opts)
-	if err != nil {
-		t.Fatalf("first Start: %v", err)
-	}
-	t.Cleanup(first.Stop)
-	kc, err := kubernetes.NewForConfig(first.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "survives-restart"}}
-	if _, err := kc.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating namespace: %v", err)
-	}
+	first, kc, ns := startWithNamespace(ctx, t, opts, "survives-restart")
 	first.Stop()
 	if _, err := os.Stat(opts.Dir); err != nil {
 		t.Fatalf("Stop removed a caller-given directory: %v", err)
@@ -103,6 +91,26 @@ func TestRestartOnSameDirKeepsDataAndCredentials(t *testing.T) {
 	}
 }
 
+// startWithNamespace starts a server on opts (stopped at the test's end)
+// and creates namespace name in it, for a restart to keep or lose.
+func startWithNamespace(ctx context.Context, t *testing.T, opts Options, name string) (*Server, kubernetes.Interface, *corev1.Namespace) {
+	t.Helper()
+	s, err := Start(ctx, opts)
+	if err != nil {
+		t.Fatalf("first Start: %v", err)
+	}
+	t.Cleanup(s.Stop)
+	kc, err := kubernetes.NewForConfig(s.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if _, err := kc.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating namespace: %v", err)
+	}
+	return s, kc, ns
+}
+
 // A restarted k3s server whose datastore was on a tmpfs starts on an empty
 // datastore with the certificates it had: the earlier credentials are
 // still accepted, the earlier objects are gone.
@@ -113,19 +121,7 @@ func TestRestartOnEmptyEtcdDirKeepsCredentials(t *testing.T) {
 	opts.Dir, opts.Token = t.TempDir(), "restart-token"
 	opts.EtcdDir = filepath.Join(t.TempDir(), "db", "etcd")
 
-	first, err := Start(ctx, opts)
-	if err != nil {
-		t.Fatalf("first Start: %v", err)
-	}
-	t.Cleanup(first.Stop)
-	kc, err := kubernetes.NewForConfig(first.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "gone-with-the-datastore"}}
-	if _, err := kc.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating namespace: %v", err)
-	}
+	first, kc, ns := startWithNamespace(ctx, t, opts, "gone-with-the-datastore")
 	if _, err := os.Stat(filepath.Join(opts.EtcdDir, "member")); err != nil {
 		t.Fatalf("etcd's data is not in EtcdDir: %v", err)
 	}

@@ -15,14 +15,18 @@ func TestOptions(t testing.TB) Options {
 	t.Helper()
 	assets := testutil.RequireEnvPath(t, "SRIOV_LANE_TEST_ASSETS", "kube-apiserver and etcd binaries")
 	s := testutil.TakeSlot(t)
-	return Options{AssetsDir: assets, SecurePort: s.Port(t), EtcdClientPort: s.Port(t), EtcdPeerPort: s.Port(t)}
+	return Options{AssetsDir: assets, SecurePort: s.Port(t), EtcdClientPort: s.Port(t), EtcdPeerPort: s.Port(t),
+		ReadyTimeout: testutil.APIServerReadyBound}
 }
 
-// StartForTest starts a control plane with TestOptions, stops it when the
-// test ends, and prints its logs if the test failed.
-func StartForTest(t testing.TB) *rest.Config {
+// StartForTest starts a control plane with TestOptions and extraArgs
+// (Options.ExtraArgs), stops it when the test ends, and prints its logs if
+// the test failed.
+func StartForTest(t testing.TB, extraArgs ...string) *rest.Config {
 	t.Helper()
-	s, err := Start(context.Background(), TestOptions(t))
+	opts := TestOptions(t)
+	opts.ExtraArgs = extraArgs
+	s, err := Start(context.Background(), opts)
 	if err != nil {
 		t.Fatalf("starting kube-apiserver: %v", err)
 	}
@@ -33,4 +37,17 @@ func StartForTest(t testing.TB) *rest.Config {
 		s.Stop()
 	})
 	return s.Config
+}
+
+// ClientsForTest starts a control plane as StartForTest does and makes the
+// test's clients of it with newClients (kubernetes.NewForConfig,
+// kube.ForConfig, ...), failing the test if they cannot be made.
+func ClientsForTest[C any](t testing.TB, newClients func(*rest.Config) (C, error)) (*rest.Config, C) {
+	t.Helper()
+	cfg := StartForTest(t)
+	c, err := newClients(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, c
 }

@@ -43,9 +43,7 @@ import (
 func TestRestartedLaneRepaired(t *testing.T) {
 	t.Parallel() // own rig, lane names and API port (see TestMain)
 	requireRig(t)
-	s := testutil.TakeSlot(t)
-	r := rig.NewForTest(t, 2, s.RigPrefix())
-	l := newLane(t, r, s, 0)
+	_, r, l := rigLane(t, 2, nil)
 	if !l.cfg.DatastoreOnTmpfs() {
 		t.Fatal("the rig's lane keeps its datastore on disk: this test is of the default, a tmpfs")
 	}
@@ -199,38 +197,28 @@ func rebootHost(t *testing.T, r *rig.Rig, l *lane, nodes []string) {
 // host, down and under its original name.
 func returnPFsFrom(t *testing.T, pin string, host netns.NsHandle, pfs []rig.PFInfo) {
 	t.Helper()
-	ns, err := netns.GetFromPath(pin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
+	h := testutil.HandleAt(t, pin)
 	links, err := testutil.LinkList(h)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, link := range links {
-		for _, pf := range pfs {
-			if !strings.EqualFold(link.Attrs().HardwareAddr.String(), pf.MAC) {
-				continue
-			}
-			if err := h.LinkSetDown(link); err != nil {
-				t.Fatal(err)
-			}
-			if err := h.LinkSetNsFd(link, int(host)); err != nil {
-				t.Fatalf("moving PF %s out of %s: %v", pf.Name, pin, err)
-			}
-			back, err := netlink.LinkByName(link.Attrs().Name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := netlink.LinkSetName(back, pf.Name); err != nil {
-				t.Fatalf("renaming %s to %s: %v", link.Attrs().Name, pf.Name, err)
-			}
+	for _, pf := range pfs {
+		link := testutil.LinkWithMAC(links, pf.MAC)
+		if link == nil {
+			continue
+		}
+		if err := h.LinkSetDown(link); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.LinkSetNsFd(link, int(host)); err != nil {
+			t.Fatalf("moving PF %s out of %s: %v", pf.Name, pin, err)
+		}
+		back, err := netlink.LinkByName(link.Attrs().Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := netlink.LinkSetName(back, pf.Name); err != nil {
+			t.Fatalf("renaming %s to %s: %v", link.Attrs().Name, pf.Name, err)
 		}
 	}
 }

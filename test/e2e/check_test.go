@@ -6,9 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/sriov-lane/sriov-lane/test/rig"
-	"github.com/sriov-lane/sriov-lane/test/testutil"
 )
 
 type checkLine struct {
@@ -31,9 +28,7 @@ func checkJSON(t *testing.T, args ...string) (int, map[string]checkLine) {
 
 func TestCheckOnTheRig(t *testing.T) {
 	requireRig(t)
-	s := testutil.TakeSlot(t)
-	r := rig.NewForTest(t, 2, s.RigPrefix())
-	l := newLane(t, r, s, 0)
+	_, r, l := rigLane(t, 2, nil)
 	before := snapshot(t, r, l)
 	code, m := checkJSON(t, "--config", l.path)
 	if code != 0 {

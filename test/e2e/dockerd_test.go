@@ -16,7 +16,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/sriov-lane/sriov-lane/test/rig"
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/test/testutil"
 )
 
@@ -48,11 +48,7 @@ func TestDockerdRestartedLanesRepaired(t *testing.T) {
 	requireRig(t)
 	var lanes [2]*lane
 	for i, onTmpfs := range []bool{true, false} {
-		s := testutil.TakeSlot(t)
-		r := rig.NewForTest(t, 2, s.RigPrefix())
-		l := newLane(t, r, s, 0)
-		l.cfg.Server.DatastoreOnTmpfs = &onTmpfs
-		writeLane(t, l)
+		_, r, l := rigLane(t, 2, func(c *config.Lane) { c.Server.DatastoreOnTmpfs = &onTmpfs })
 		lanes[i] = l
 		t.Cleanup(func() { assertLaneGone(t, r, l, r.State.PFs) })
 	}
@@ -70,27 +66,40 @@ func TestDockerdRestartedLanesRepaired(t *testing.T) {
 	// The lanes came up beside the other tests; the restart waits for them.
 	testutil.RequireDockerAlone(t)
 	restartDockerd(t)
-	for i, l := range lanes {
-		lost := i == 0
-		res := statusOnceServerAnswers(t, l)
-		if res.code != 1 || !strings.Contains(res.output, `"health": "degraded"`) || strings.Contains(res.output, `"clusterLost": true`) != lost ||
-			!strings.Contains(res.output, "agent-0 restarted into a new network namespace") || !strings.Contains(res.output, "agent-1 restarted into a new network namespace") {
-			t.Fatalf("status of %s (datastore on tmpfs: %t) after dockerd restarted: exit %d, want 1 with clusterLost %t\n%s", l.cfg.Name, lost, res.code, lost, res.output)
+	// The two lanes are repaired side by side: the test holds Docker alone
+	// until it ends, and every other Docker test waits for it.
+	t.Run("repair", func(t *testing.T) {
+		for i, l := range lanes {
+			t.Run(l.cfg.Name, func(t *testing.T) {
+				t.Parallel()
+				repairRestartedLane(t, l, i == 0)
+			})
 		}
-		res = run(t, nil, "repair", "--config", l.path)
-		if res.code != 0 || strings.Contains(res.output, "✓ deploy components (") != lost || !strings.Contains(res.output, "wait for VFs") {
-			t.Fatalf("repair of %s (datastore on tmpfs: %t): exit %d, want up's objects applied again only if the cluster was lost\n%s", l.cfg.Name, lost, res.code, res.output)
-		}
-		res = run(t, nil, "status", "--config", l.path)
-		if res.code != 0 || !strings.Contains(res.output, "healthy") || strings.Count(res.output, "kubevirt.io/sriov_net=6") != 2 {
-			t.Fatalf("status of %s after repair: exit %d\n%s", l.cfg.Name, res.code, res.output)
-		}
-		if res := run(t, nil, "verify", "--config", l.path); res.code != 0 {
-			t.Fatalf("verify of %s after repair: exit %d", l.cfg.Name, res.code)
-		}
-		if res := l.down(t); res.code != 0 {
-			t.Fatalf("down of %s after repair failed", l.cfg.Name)
-		}
+	})
+}
+
+// repairRestartedLane checks l after dockerd restarted under it (its
+// cluster lost with the tmpfs datastore, or kept on disk), repairs it,
+// checks it healthy and verified, and takes it down.
+func repairRestartedLane(t *testing.T, l *lane, lost bool) {
+	res := statusOnceServerAnswers(t, l)
+	if res.code != 1 || !strings.Contains(res.output, `"health": "degraded"`) || strings.Contains(res.output, `"clusterLost": true`) != lost ||
+		!strings.Contains(res.output, "agent-0 restarted into a new network namespace") || !strings.Contains(res.output, "agent-1 restarted into a new network namespace") {
+		t.Fatalf("status of %s (datastore on tmpfs: %t) after dockerd restarted: exit %d, want 1 with clusterLost %t\n%s", l.cfg.Name, lost, res.code, lost, res.output)
+	}
+	res = run(t, nil, "repair", "--config", l.path)
+	if res.code != 0 || strings.Contains(res.output, "✓ deploy components (") != lost || !strings.Contains(res.output, "wait for VFs") {
+		t.Fatalf("repair of %s (datastore on tmpfs: %t): exit %d, want up's objects applied again only if the cluster was lost\n%s", l.cfg.Name, lost, res.code, res.output)
+	}
+	res = run(t, nil, "status", "--config", l.path)
+	if res.code != 0 || !strings.Contains(res.output, "healthy") || strings.Count(res.output, "kubevirt.io/sriov_net=6") != 2 {
+		t.Fatalf("status of %s after repair: exit %d\n%s", l.cfg.Name, res.code, res.output)
+	}
+	if res := run(t, nil, "verify", "--config", l.path); res.code != 0 {
+		t.Fatalf("verify of %s after repair: exit %d", l.cfg.Name, res.code)
+	}
+	if res := l.down(t); res.code != 0 {
+		t.Fatalf("down of %s after repair failed", l.cfg.Name)
 	}
 }
 

@@ -120,20 +120,21 @@ type result struct {
 
 func run(t *testing.T, extraEnv []string, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.CommandBound)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, args...)
 	cmd.Env = env(extraEnv...)
+	return runCmd(t, cmd, "sriov-lane "+strings.Join(args, " "))
+}
+
+// runCmd runs cmd, what the log calls it, with its output combined, and
+// logs how it ended.
+func runCmd(t *testing.T, cmd *exec.Cmd, what string) result {
+	t.Helper()
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("running %v: %v", args, err)
-	}
-	t.Logf("sriov-lane %s -> exit %d\n%s", strings.Join(args, " "), code, buf.String())
+	code := testutil.ExitCode(t, cmd.Run(), what)
+	t.Logf("%s -> exit %d\n%s", what, code, buf.String())
 	return result{code, buf.String()}
 }
 
@@ -175,9 +176,32 @@ func newLane(t *testing.T, r *rig.Rig, s *testutil.Slot, i int, pfs ...string) *
 	}
 	config.SetDefaults(l)
 	ln := &lane{cfg: l, path: p}
-	// Whatever happens to the test, the lane goes down before the rig does.
-	t.Cleanup(func() { ln.down(t) })
+	// Whatever happens to the test, the lane goes down before the rig does;
+	// a lane that does not keeps the slot from the tests after this one.
+	t.Cleanup(func() {
+		if res := ln.down(t); res.code != 0 {
+			s.Keep()
+			t.Errorf("lane %s is not down: slot kept until this run ends, so no other test meets what it left", name)
+		}
+	})
 	return ln
+}
+
+// rigLane is how most tests start: a test slot, a rig of pfs stand-in PFs
+// (opts for its NIC) under the slot's prefix, and the config of the slot's
+// first lane on it, which edit, when given, changes before it is written
+// again. The caller has already called requireRig (and t.Parallel, if it
+// runs in parallel).
+func rigLane(t *testing.T, pfs int, edit func(*config.Lane), opts ...rig.TestOption) (*testutil.Slot, *rig.Rig, *lane) {
+	t.Helper()
+	s := testutil.TakeSlot(t)
+	r := rig.NewForTest(t, pfs, s.RigPrefix(), opts...)
+	l := newLane(t, r, s, 0)
+	if edit != nil {
+		edit(l.cfg)
+		writeLane(t, l)
+	}
+	return s, r, l
 }
 
 // up brings the lane up and fails the test if it does not come up.

@@ -4,20 +4,17 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sriov-lane/sriov-lane/test/rig"
-	"github.com/sriov-lane/sriov-lane/test/testutil"
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 )
 
 func TestFailingPostUpHookUndoesUp(t *testing.T) {
 	t.Parallel() // own rig, lane names and API port (see TestMain)
 	requireRig(t)
 	// One agent: the hook and the undo are the point.
-	s := testutil.TakeSlot(t)
-	r := rig.NewForTest(t, 1, s.RigPrefix())
-	l := newLane(t, r, s, 0)
-	l.cfg.Agents = 1
-	l.cfg.Hooks.PostUp = [][]string{{"/bin/sh", "-c", "echo hook-failing; exit 7"}}
-	writeLane(t, l)
+	_, r, l := rigLane(t, 1, func(c *config.Lane) {
+		c.Agents = 1
+		c.Hooks.PostUp = [][]string{{"/bin/sh", "-c", "echo hook-failing; exit 7"}}
+	})
 	res := run(t, nil, "up", "--config", l.path)
 	if res.code != 1 || !strings.Contains(res.output, "post-up hook") || !strings.Contains(res.output, "✓ undo") {
 		t.Fatalf("exit %d, want 1 with the hook named and an undo", res.code)

@@ -9,8 +9,6 @@ import (
 
 	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/kube"
-	"github.com/sriov-lane/sriov-lane/test/rig"
-	"github.com/sriov-lane/sriov-lane/test/testutil"
 )
 
 // An ipv6 lane comes up, its pods get IPv6 addresses from the lane's pod
@@ -22,12 +20,10 @@ import (
 func TestIPv6LaneUpVerifyDown(t *testing.T) {
 	t.Parallel() // own rig, lane name and API port (see TestMain)
 	requireRig(t)
-	s := testutil.TakeSlot(t)
-	r := rig.NewForTest(t, 1, s.RigPrefix())
-	l := newLane(t, r, s, 0)
-	l.cfg.Agents = 1
-	l.cfg.IPFamily = config.IPFamilyIPv6
-	writeLane(t, l)
+	_, r, l := rigLane(t, 1, func(c *config.Lane) {
+		c.Agents = 1
+		c.IPFamily = config.IPFamilyIPv6
+	})
 	l.up(t)
 
 	kc, err := kube.Connect(l.cfg.Dir().Kubeconfig())

@@ -12,9 +12,6 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
-
-	"github.com/sriov-lane/sriov-lane/test/rig"
-	"github.com/sriov-lane/sriov-lane/test/testutil"
 )
 
 // TestSIGKILLAtRandomPointsLosesNothing kills up, down and repair with
@@ -34,9 +31,7 @@ func TestSIGKILLAtRandomPointsLosesNothing(t *testing.T) {
 	}
 	t.Logf("seed %d (replay with SRIOV_LANE_TEST_SEED)", seed)
 	rnd := rand.New(rand.NewPCG(seed, 0))
-	s := testutil.TakeSlot(t)
-	r := rig.NewForTest(t, 2, s.RigPrefix())
-	l := newLane(t, r, s, 0)
+	_, r, l := rigLane(t, 2, nil)
 	cli := docker(t)
 	// Up to about how long each command runs on the rig, so that most
 	// kills land inside it.

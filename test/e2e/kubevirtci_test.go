@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/sriov-lane/sriov-lane/test/kubevirtci"
-	"github.com/sriov-lane/sriov-lane/test/rig"
 	"github.com/sriov-lane/sriov-lane/test/testutil"
 )
 
@@ -24,9 +23,7 @@ import (
 func TestKubevirtciDropIn(t *testing.T) {
 	t.Parallel() // own rig, lane names and API port (see TestMain)
 	requireRig(t)
-	s := testutil.TakeSlot(t)
-	r := rig.NewForTest(t, 2, s.RigPrefix())
-	l := newLane(t, r, s, 0)
+	s, r, l := rigLane(t, 2, nil)
 	server0, agent0, agent1 := "k3d-"+l.cfg.Name+"-server-0", "k3d-"+l.cfg.Name+"-agent-0", "k3d-"+l.cfg.Name+"-agent-1"
 	// The registry is optional in the rig (make test-env builds its
 	// stand-in only when it can); with it, docker_prefix and _port registry
@@ -112,6 +109,12 @@ func TestKubevirtciDropIn(t *testing.T) {
 		if res.Code != 0 || !strings.Contains(res.Stdout, "node/"+n) {
 			t.Errorf("kubectl.sh get nodes: exit %d, %s not listed\n%s", res.Code, n, res.Stderr)
 		}
+	}
+	// Run as kubectl, k3s first extracts its data dir; .kubectl points it
+	// into the lane dir, which down removes (assertLaneGone), not at
+	// /var/lib/rancher/k3s.
+	if _, err := os.Lstat(filepath.Join(l.cfg.Dir().KubectlData(), "data", "current")); err != nil {
+		t.Errorf("kubectl.sh left no k3s data dir in the lane dir: %v", err)
 	}
 	cm := filepath.Join(t.TempDir(), "cm.yaml")
 	if err := os.WriteFile(cm, []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kubectl-sh-apply\n  namespace: default\ndata:\n  a: b\n"), 0o644); err != nil {

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/test/rig"
 	"github.com/sriov-lane/sriov-lane/test/testutil"
 )
@@ -35,9 +36,7 @@ func requireRig(t *testing.T) {
 func TestUpStatusDown(t *testing.T) {
 	t.Parallel() // own rig, lane names and API port (see TestMain)
 	requireRig(t)
-	s := testutil.TakeSlot(t)
-	r := rig.NewForTest(t, 2, s.RigPrefix())
-	l := newLane(t, r, s, 0)
+	_, r, l := rigLane(t, 2, nil)
 
 	// A kubeconfig asked for outside the state dir replaces an existing file
 	// for the lane's life and is given back by down.
@@ -227,9 +226,7 @@ func TestKillAtEachStepThenDown(t *testing.T) {
 			// One agent holding both PFs: every step's undo (PF moves, VFs,
 			// drivers, leases, the cluster) is there with both PFs, and a
 			// node less to start on each of the group's ups.
-			s := testutil.TakeSlot(t)
-			r := rig.NewForTest(t, 2, s.RigPrefix())
-			l := newLane(t, r, s, 0)
+			_, r, l := rigLane(t, 2, nil)
 			rewriteAgents(t, l, 1, 2)
 			for _, step := range g.steps {
 				t.Run(strings.ReplaceAll(step, " ", "_"), func(t *testing.T) {
@@ -263,11 +260,7 @@ func TestSIGINTUndoesByItself(t *testing.T) {
 	t.Parallel() // own rig, lane names and API port (see TestMain)
 	requireRig(t)
 	// One agent: the interrupt and the undo are the point.
-	s := testutil.TakeSlot(t)
-	r := rig.NewForTest(t, 1, s.RigPrefix())
-	l := newLane(t, r, s, 0)
-	l.cfg.Agents = 1
-	writeLane(t, l)
+	_, r, l := rigLane(t, 1, func(c *config.Lane) { c.Agents = 1 })
 	cmd, lines := startUp(t, l)
 	var out []string
 	for line := range lines {
@@ -289,9 +282,7 @@ func TestSIGINTUndoesByItself(t *testing.T) {
 
 func TestBadInputChangesNothing(t *testing.T) {
 	requireRig(t)
-	s := testutil.TakeSlot(t)
-	r := rig.NewForTest(t, 2, s.RigPrefix())
-	l := newLane(t, r, s, 0)
+	s, r, l := rigLane(t, 2, nil)
 	unknown := writeRaw(t, r, "unknown.yaml", "apiVersion: sriov-lane.io/v1alpha1\nkind: Lane\nagentz: 2\n")
 	unreadable := writeRaw(t, r, "unreadable.yaml", "apiVersion: sriov-lane.io/v1alpha1\nkind: Lane\n")
 	if err := os.Chmod(unreadable, 0); err != nil {
@@ -440,9 +431,7 @@ func TestHostSysctlsRestoredByDown(t *testing.T) {
 			t.Errorf("restoring %s: %v", key, err)
 		}
 	})
-	s := testutil.TakeSlot(t)
-	r := rig.NewForTest(t, 1, s.RigPrefix())
-	l := newLane(t, r, s, 0)
+	_, r, l := rigLane(t, 1, nil)
 	cmd, lines := startUp(t, l)
 	killed := false
 	for line := range lines {
@@ -477,8 +466,15 @@ func TestHostSysctlsRestoredByDown(t *testing.T) {
 // runs again, started after since.
 func waitDevicePluginStarted(t *testing.T, cs kubernetes.Interface, node string, since time.Time) {
 	t.Helper()
+	waitPluginStarted(t, cs, "kube-system", "app=sriovdp", node, since)
+}
+
+// waitPluginStarted waits until a pod of namespace and selector on node
+// has a container running that started at since or later.
+func waitPluginStarted(t *testing.T, cs kubernetes.Interface, namespace, selector, node string, since time.Time) {
+	t.Helper()
 	err := wait.PollUntilContextTimeout(t.Context(), time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
-		pods, err := cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "app=sriovdp", FieldSelector: "spec.nodeName=" + node})
+		pods, err := cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector, FieldSelector: "spec.nodeName=" + node})
 		if err != nil {
 			return false, nil // the API server may be busy; ask again
 		}
@@ -493,6 +489,6 @@ func waitDevicePluginStarted(t *testing.T, cs kubernetes.Interface, node string,
 		return false, nil
 	})
 	if err != nil {
-		t.Fatalf("the device plugin on %s did not start again: %v", node, err)
+		t.Fatalf("%s pods (%s) on %s did not start again: %v", namespace, selector, node, err)
 	}
 }

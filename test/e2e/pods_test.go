@@ -51,13 +51,11 @@ func TestPodsOnTheRig(t *testing.T) {
 	requireRig(t)
 	t.Run("vfio-pci", func(t *testing.T) {
 		t.Parallel()
-		s := testutil.TakeSlot(t)
-		r := rig.NewForTest(t, 2, s.RigPrefix())
-		l := newLane(t, r, s, 0)
-		// up's own wait gives up, naming what it waited for, before run's
-		// five minutes kill it.
-		l.cfg.WaitTimeout.Duration = 4 * time.Minute
-		writeLane(t, l)
+		_, r, l := rigLane(t, 2, func(c *config.Lane) {
+			// up's own wait gives up, naming what it waited for, before
+			// run's bound (testutil.CommandBound) kills it.
+			c.WaitTimeout.Duration = testutil.CommandBound / 2
+		})
 		res := l.upRetained(t, []string{"SRIOV_LANE_NETWORK_RESOURCES_INJECTOR=true"})
 		if res.code != 0 {
 			t.Fatal("up failed")
@@ -100,11 +98,7 @@ func TestPodsOnTheRig(t *testing.T) {
 	t.Run("netdevice", func(t *testing.T) {
 		t.Parallel()
 		nic := sysfs.I82576
-		s := testutil.TakeSlot(t)
-		r := rig.NewForTest(t, 2, s.RigPrefix(), rig.WithVFDriver(nic.VFDriver))
-		l := newLane(t, r, s, 0)
-		l.cfg.VFDriver = config.VFDriverNetdevice
-		writeLane(t, l)
+		_, r, l := rigLane(t, 2, func(c *config.Lane) { c.VFDriver = config.VFDriverNetdevice }, rig.WithVFDriver(nic.VFDriver))
 		l.up(t)
 		// The device plugin selected the VFs by PF name alone (no driver
 		// list; up waited for allocatable), and status names each VF's

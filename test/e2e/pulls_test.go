@@ -5,9 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/provider"
-	"github.com/sriov-lane/sriov-lane/test/rig"
-	"github.com/sriov-lane/sriov-lane/test/testutil"
 )
 
 // A lane whose nodes cannot pull an image, tried as a
@@ -19,15 +18,15 @@ import (
 func TestUpWithoutMirrorSaysNodesCannotPull(t *testing.T) {
 	t.Parallel() // own rig, lane name and API port (see TestMain)
 	requireRig(t)
-	// One agent: the nodes' pulls are the point.
-	s := testutil.TakeSlot(t)
-	r := rig.NewForTest(t, 1, s.RigPrefix())
-	l := newLane(t, r, s, 0)
-	l.cfg.Agents = 1
-	l.cfg.ImageRegistryMirror = ""
-	const timeout = 90 * time.Second
-	l.cfg.WaitTimeout.Duration = timeout
-	writeLane(t, l)
+	// One agent: the nodes' pulls are the point. The timeout bounds the
+	// cluster's create too, which took 1m44s in a loaded CI run (a 90 s
+	// timeout failed there, in k3d's copy of /etc/hosts).
+	const timeout = 150 * time.Second
+	_, r, l := rigLane(t, 1, func(c *config.Lane) {
+		c.Agents = 1
+		c.ImageRegistryMirror = ""
+		c.WaitTimeout.Duration = timeout
+	})
 
 	cmd, lines := startUp(t, l)
 	var out []string

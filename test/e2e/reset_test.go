@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
@@ -49,14 +50,14 @@ func checkReset(t *testing.T, l *lane, cs kubernetes.Interface, before map[strin
 	if _, err := cs.CoreV1().Pods("job-1").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(300 * time.Millisecond) {
+	var lastStatus corev1.PodStatus // the job's pod's status at the last Get
+	var lastErr error               // and that Get's error
+	if err := wait.PollUntilContextTimeout(ctx, 300*time.Millisecond, 90*time.Second, true, func(context.Context) (bool, error) {
 		p, err := cs.CoreV1().Pods("job-1").Get(ctx, "worker", metav1.GetOptions{})
-		if err == nil && p.Status.Phase == corev1.PodRunning {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the job's pod is not Running after 90 s: %v %v", p.Status, err)
-		}
+		lastStatus, lastErr = p.Status, err
+		return err == nil && p.Status.Phase == corev1.PodRunning, nil
+	}); err != nil {
+		t.Fatalf("the job's pod is not Running after 90 s: %v %v", lastStatus, lastErr)
 	}
 
 	start := time.Now()

@@ -1,7 +1,7 @@
 package e2e
 
 import (
-	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -61,15 +61,5 @@ func runAsNobody(t *testing.T, l *lane, args ...string) result {
 	cmd := exec.Command(binary, args...)
 	cmd.Env = env()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	var buf bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &buf, &buf
-	err = cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("as nobody: sriov-lane %v -> exit %d\n%s", args, code, buf.String())
-	return result{code, buf.String()}
+	return runCmd(t, cmd, fmt.Sprintf("as nobody: sriov-lane %v", args))
 }

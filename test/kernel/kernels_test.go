@@ -63,6 +63,9 @@ func TestKernels(t *testing.T) {
 					t.Fatal(err)
 				}
 				t.Logf("%s (%s, %s): booted and ran %d programs in %s", k.Name, k.Release, k.Package, len(res.Runs), time.Since(start).Round(100*time.Millisecond))
+				for _, n := range res.Nudges {
+					t.Logf("%s: nudged (vm nudge.go): %s", k.Name, n)
+				}
 				if len(res.Runs) != len(cfg.Programs) {
 					t.Fatalf("%d runs came back, want %d: %+v\nconsole tail:\n%s", len(res.Runs), len(cfg.Programs), res.Runs, tail(res.Console, 40))
 				}

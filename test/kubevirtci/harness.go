@@ -35,7 +35,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/sriov-lane/sriov-lane/test/testutil"
 )
 
 // Ref is the kubevirtci commit the scripts follow.
@@ -212,7 +213,7 @@ func (tr *Tree) Run(t testing.TB, env []string, script string, args ...string) R
 // RunInput is Run with stdin.
 func (tr *Tree) RunInput(t testing.TB, env []string, stdin, script string, args ...string) Result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.CommandBound)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", append([]string{filepath.Join(tr.Root, "cluster-up", script)}, args...)...)
 	cmd.Dir = tr.Root
@@ -220,13 +221,7 @@ func (tr *Tree) RunInput(t testing.TB, env []string, stdin, script string, args 
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("running %s: %v", script, err)
-	}
+	code := testutil.ExitCode(t, cmd.Run(), script)
 	t.Logf("%s %s -> exit %d\nstdout:\n%s\nstderr:\n%s", script, strings.Join(args, " "), code, out.String(), errb.String())
 	return Result{Code: code, Stdout: out.String(), Stderr: errb.String()}
 }

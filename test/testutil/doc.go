@@ -5,6 +5,8 @@
 //   - require.go:   a test's prerequisites (root, Docker, an image, the rig's
 //     assets and image mirror), skipped or, under
 //     SRIOV_LANE_TEST_STRICT=1, failed; the stand-in image names
+//   - bounds.go:    CommandBound and APIServerReadyBound, how long tests
+//     give a command and a control plane under make test's load
 //   - slot.go:      TakeSlot, one test's own lane names, rig prefix and
 //     ports, so tests running at once never collide
 //   - dockerlock.go: the host's Docker held shared by its users
@@ -14,6 +16,6 @@
 //     after a test
 //   - links.go:     LinkList, a netlink dump retried when the kernel
 //     interrupts it
-//   - docmap.go:    CheckDocFileMap, the check behind every package's
-//     TestDocFileMap
+//   - golden.go:    Golden, a test's output against its golden file
+//   - command.go:   ExitCode, how a command a test ran ended
 package testutil

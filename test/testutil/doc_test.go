@@ -1,7 +1,11 @@
 package testutil
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/sriov-lane/sriov-lane/test/docmap"
+)
 
 // The package doc's file map names every file of the package, and only
-// those (CheckDocFileMap).
-func TestDocFileMap(t *testing.T) { CheckDocFileMap(t, ".") }
+// those (docmap.Check).
+func TestDocFileMap(t *testing.T) { docmap.Check(t, ".") }

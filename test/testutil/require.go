@@ -29,6 +29,10 @@ const (
 	// ghcr.io/k8snetworkplumbingwg/sriov-cni:v2.10.0 (/usr/bin/sriov and
 	// the image's /entrypoint.sh, test/standin/sriovcni).
 	StandinSRIOVCNIImage = "sriov-lane-standin/sriov-cni:v2.10.0-standin"
+	// StandinDRADriverImage stands in for
+	// ghcr.io/k8snetworkplumbingwg/dra-driver-sriov:14490e9 (the driver,
+	// test/standin/drasriov, at the image's /usr/bin/dra-driver-sriov).
+	StandinDRADriverImage = "sriov-lane-standin/dra-driver-sriov:14490e9-standin"
 	// StandinFlannelCNIPluginImage stands in for
 	// ghcr.io/flannel-io/flannel-cni-plugin:v1.9.1-flannel3 (/flannel,
 	// test/standin/flannelcni).

@@ -42,6 +42,7 @@ type Slot struct {
 	n    int
 	mu   sync.Mutex
 	next int
+	kept bool
 }
 
 const (
@@ -80,12 +81,34 @@ func TakeSlot(t testing.TB) *Slot {
 			f.Close()
 			continue
 		}
-		// Closing the file drops the lock.
-		t.Cleanup(func() { f.Close() })
+		// Closing the file drops the lock. A kept slot's lock goes on with
+		// a bare duplicate of the descriptor, never closed: flock(2) locks
+		// the open file, which the duplicate shares, and an *os.File left
+		// open would be closed by its finalizer at the next GC.
+		t.Cleanup(func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if s.kept {
+				if _, err := unix.Dup(int(f.Fd())); err != nil {
+					t.Errorf("keeping test slot %d: %v", n, err)
+				}
+			}
+			f.Close()
+		})
 		return s
 	}
 	t.Fatalf("taking a test slot: all %d slots in %s are held", slots, slotDir)
 	return nil
+}
+
+// Keep holds the slot until the test process ends, not only until the
+// test does: what the test made under the slot's names outlived it (a lane
+// whose down failed), and a test that took the slot next would meet it
+// and fail for it, as one stuck lane once failed five other tests.
+func (s *Slot) Keep() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.kept = true
 }
 
 func (s *Slot) portsFree() bool {

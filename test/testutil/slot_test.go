@@ -1,8 +1,15 @@
 package testutil
 
 import (
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // Slots held at once give prefix-free names and distinct ports, within the
@@ -37,4 +44,49 @@ func TestSlotsHandOutPrefixFreeNamesAndDistinctPorts(t *testing.T) {
 	if l := "k3d-" + last.Lane(9) + "-agent-15"; len(last.Lane(9)) > 32 || len(l) > 63 {
 		t.Errorf("lane name %q too long", last.Lane(9))
 	}
+}
+
+// A kept slot stays locked after its test ends, through garbage
+// collections, and a slot not kept is let go. Whether the freed slot is free
+// is read from this process's open files, not by taking its lock: another
+// package's test may take it the moment it is free (CI once saw that).
+func TestKeptSlotStaysLocked(t *testing.T) {
+	var kept, freed *Slot
+	t.Run("keeps", func(t *testing.T) { kept = TakeSlot(t); kept.Keep() })
+	t.Run("frees", func(t *testing.T) { freed = TakeSlot(t) })
+	runtime.GC()
+	runtime.GC()
+
+	f, err := openLockFile(strconv.Itoa(kept.n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	f.Close() // drops the lock this test may have taken
+	if !errors.Is(err, unix.EWOULDBLOCK) {
+		t.Errorf("kept slot %d: not locked (flock: %v)", kept.n, err)
+	}
+	if !holdsOpen(t, kept.n) {
+		t.Errorf("kept slot %d: this process holds no descriptor of its lock file", kept.n)
+	}
+	// flock(2) drops the lock with the last descriptor of the open file.
+	if holdsOpen(t, freed.n) {
+		t.Errorf("freed slot %d: this process still holds a descriptor of its lock file", freed.n)
+	}
+}
+
+// holdsOpen says whether a descriptor of this process names slot n's lock file.
+func holdsOpen(t *testing.T, n int) bool {
+	t.Helper()
+	want := filepath.Join(slotDir, strconv.Itoa(n))
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && target == want {
+			return true
+		}
+	}
+	return false
 }

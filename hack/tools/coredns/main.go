@@ -1,9 +1,9 @@
 // Command coredns is CoreDNS v1.14.3, the version k3s v1.35.5+k3s1 ships
 // (k3s-io/k3s release v1.35.5+k3s1, "Embedded Component Versions"), built
 // with only the plugins k3s's Corefile names (k3s-io/k3s
-// manifests/coredns.yaml@66c487b: errors, health, ready, kubernetes, hosts,
-// prometheus, forward, cache, loop, reload, loadbalance; import is the
-// Corefile parser's own). The rig's nodes run it as
+// manifests/coredns.yaml@v1.35.5+k3s1, read at 6a4781ad: errors, health,
+// ready, kubernetes, hosts, prometheus, cache, loop, reload, loadbalance,
+// forward; import is the Corefile parser's own). The rig's nodes run it as
 // rancher/mirrored-coredns-coredns:1.14.3 where a lane's k3s deploys
 // CoreDNS. Built as CoreDNS documents for a program of one's own ("Build
 // with external golang source code", coredns.io

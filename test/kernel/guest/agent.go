@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"syscall"
 	"testing"
 	"time"
@@ -16,29 +15,23 @@ import (
 
 // Agent stands in for an agent node container: a child process in a netns
 // of its own, which the package pins and moves PFs into as it does a
-// node's.
+// node's. Stop ends it; its netns lives on while pinned.
 type Agent struct {
 	ID, Name string
 	PID      int
-	cmd      *exec.Cmd
-	stdin    io.Closer
+	child
 }
 
 // StartAgent starts an agent; it is stopped when t ends.
 func StartAgent(t testing.TB, name string) *Agent {
 	t.Helper()
-	cmd := exec.Command(self())
-	cmd.Env = append(os.Environ(), roleEnv+"="+roleAgent)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET, Pdeathsig: syscall.SIGKILL}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newChild(t, roleAgent, &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET, Pdeathsig: syscall.SIGKILL})
+	cmd := c.cmd
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting agent %s: %v", name, err)
 	}
-	a := &Agent{ID: fmt.Sprintf("%064x", cmd.Process.Pid), Name: name, PID: cmd.Process.Pid, cmd: cmd, stdin: stdin}
+	a := &Agent{ID: fmt.Sprintf("%064x", cmd.Process.Pid), Name: name, PID: cmd.Process.Pid, child: c}
 	t.Cleanup(a.Stop)
 	// The child is in its netns from its first instruction (clone(2)).
 	self, _ := os.Readlink("/proc/self/ns/net")
@@ -53,16 +46,6 @@ func StartAgent(t testing.TB, name string) *Agent {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-// Stop ends the agent (its netns lives on while pinned).
-func (a *Agent) Stop() {
-	if a.cmd.ProcessState != nil {
-		return
-	}
-	a.stdin.Close()
-	_ = a.cmd.Process.Kill()
-	_ = a.cmd.Wait()
 }
 
 // agentMain holds the netns until the parent closes stdin.

@@ -16,6 +16,7 @@
 // Where things live (TestDocFileMap keeps this list true):
 //   - guest.go:  the guest's environment (SRIOV_LANE_GUEST, the out
 //     directory for facts), Main for the test binary's re-executed roles
+//     and the child each runs as
 //   - agent.go:  an "agent": a child in its own netns, and a Docker
 //     stand-in that answers for it as for a container
 //   - vfio.go:   a VFIO user holding a VF as QEMU does (container, type1

@@ -26,10 +26,7 @@ const KernelConfigEnv = "SRIOV_LANE_KERNEL_CONFIG"
 // too, which a user can open without ever opening the group file;
 // pkg/sriov matches such a holder by the cdev's device number.)
 func TestNoDeviceCdevs(t *testing.T) {
-	pfs := igbPFs(t)
-	ctx := t.Context()
-	l := newLane(t, "cdev")
-	_, _, vfs := l.up(ctx, pfs[0].Name, 1, config.VFDriverVFIO)
+	_, _, _, vfs := upLane(t, "cdev", 0, 1, config.VFDriverVFIO)
 	facts := map[string]any{}
 	for _, p := range []string{"/dev/vfio/devices", "/dev/iommu"} {
 		_, err := os.Stat(p)
@@ -91,10 +88,7 @@ func kernelConfig(path string, names ...string) (map[string]string, error) {
 // (emulated.go) is checked against this kernel and QEMU. VF link state
 // must be refused: that list names it.
 func TestEmulatedIGBVFSettings(t *testing.T) {
-	pfs := igbPFs(t)
-	ctx := t.Context()
-	l := newLane(t, "vfset")
-	pf, pin, _ := l.up(ctx, pfs[1].Name, 1, config.VFDriverVFIO)
+	_, pf, pin, _ := upLane(t, "vfset", 1, 1, config.VFDriverVFIO)
 	h, err := netlink.NewHandleAt(mustOpen(t, pin), netlinkRoute)
 	if err != nil {
 		t.Fatal(err)

@@ -2,8 +2,11 @@ package guest
 
 import (
 	"encoding/json"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -60,6 +63,37 @@ func Record(t testing.TB, name string, v any) {
 	if err := os.WriteFile(filepath.Join(dir, name+".json"), append(b, '\n'), 0o644); err != nil {
 		t.Errorf("recording %s: %v", name, err)
 	}
+}
+
+// child is this test binary re-executed in a role, alive until its stdin
+// closes: an agent, a VFIO holder. Stop ends it.
+type child struct {
+	cmd   *exec.Cmd
+	stdin io.Closer
+}
+
+// newChild makes the command of a child in role, with env added and attr
+// for its process; the caller sets its output and starts it.
+func newChild(t testing.TB, role string, attr *syscall.SysProcAttr, env ...string) child {
+	t.Helper()
+	cmd := exec.Command(self())
+	cmd.Env = append(append(os.Environ(), roleEnv+"="+role), env...)
+	cmd.SysProcAttr = attr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return child{cmd: cmd, stdin: stdin}
+}
+
+// Stop kills the child and waits for it, if it has not ended.
+func (c child) Stop() {
+	if c.cmd.ProcessState != nil {
+		return
+	}
+	c.stdin.Close()
+	_ = c.cmd.Process.Kill()
+	_ = c.cmd.Wait()
 }
 
 // self is this test binary, by its own name: re-executed by it, a helper's

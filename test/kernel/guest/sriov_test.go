@@ -195,14 +195,31 @@ func assertBack(t *testing.T, l *lane, pf sriov.PF, numVFs int) {
 	}
 }
 
+// downAndBack runs down with no holder, as a user would, and checks what
+// assertBack checks.
+func downAndBack(t *testing.T, l *lane, pf sriov.PF, numVFs int) {
+	t.Helper()
+	if err := l.down(t.Context(), quietDownBound); err != nil {
+		t.Fatal(err)
+	}
+	assertBack(t, l, pf, numVFs)
+}
+
+// upLane is how a test of one lane starts: a new lane named name, up with
+// count VFs in mode on the guest's igb PF number pf.
+func upLane(t *testing.T, name string, pf, count int, mode string) (*lane, sriov.PF, sriov.PinnedTarget, []sriov.VF) {
+	t.Helper()
+	pfs := igbPFs(t)
+	l := newLane(t, name)
+	leased, pin, vfs := l.up(t.Context(), pfs[pf].Name, count, mode)
+	return l, leased, pin, vfs
+}
+
 // A vfio-pci lane: VFs made with autoprobe off, bound to vfio-pci, each in
 // a real IOMMU group whose /dev/vfio file is a character device; the PF in
 // the agent's pinned netns, back by name after down.
 func TestVFIOLane(t *testing.T) {
-	pfs := igbPFs(t)
-	ctx := t.Context()
-	l := newLane(t, "vfio")
-	pf, pin, vfs := l.up(ctx, pfs[0].Name, 3, config.VFDriverVFIO)
+	l, pf, pin, vfs := upLane(t, "vfio", 0, 3, config.VFDriverVFIO)
 	if linkIn(t, pin, pf.MAC) == nil || linkIn(t, nil, pf.MAC) != nil {
 		t.Errorf("%s is not in the agent's netns only", pf)
 	}
@@ -232,20 +249,14 @@ func TestVFIOLane(t *testing.T) {
 		}
 	}
 	guest.Record(t, "vfio-lane", map[string]any{"pf": pf.PCI, "vfs": vfs, "groups": groups})
-	if err := l.down(ctx, quietDownBound); err != nil {
-		t.Fatal(err)
-	}
-	assertBack(t, l, pf, 0)
+	downAndBack(t, l, pf, 0)
 }
 
 // A netdevice lane: the VFs keep the igbvf driver and their netdevs,
 // which appear in the init netns, are moved into the agent's netns with
 // the PF; down removes them and brings the PF back.
 func TestNetdeviceLane(t *testing.T) {
-	pfs := igbPFs(t)
-	ctx := t.Context()
-	l := newLane(t, "netdev")
-	pf, pin, vfs := l.up(ctx, pfs[1].Name, 2, config.VFDriverNetdevice)
+	l, pf, pin, vfs := upLane(t, "netdev", 1, 2, config.VFDriverNetdevice)
 	for _, vf := range vfs {
 		if vf.Driver != "igbvf" || vf.Netdev == "" || vf.MAC == "" {
 			t.Errorf("VF %+v: want igbvf with a netdev", vf)
@@ -259,10 +270,7 @@ func TestNetdeviceLane(t *testing.T) {
 		}
 	}
 	guest.Record(t, "netdevice-lane", map[string]any{"pf": pf.PCI, "vfs": vfs})
-	if err := l.down(ctx, quietDownBound); err != nil {
-		t.Fatal(err)
-	}
-	assertBack(t, l, pf, 0)
+	downAndBack(t, l, pf, 0)
 }
 
 // A PF that had VFs before the lease gets exactly those back: as many, at
@@ -283,13 +291,10 @@ func TestOriginalVFsComeBack(t *testing.T) {
 	namesBefore := vfNetdevs(t, pf.PCI)
 	l := newLane(t, "orig")
 	l.up(ctx, pf.Name, 3, config.VFDriverVFIO)
-	if err := l.down(ctx, quietDownBound); err != nil {
-		t.Fatal(err)
-	}
 	// The VFs are probed again while the PF is still in the node, and the
 	// kernel names the first new netdev after the free PF name: the PF's
 	// return renames it (a journal note says so) and comes back by name.
-	assertBack(t, l, pf, 2)
+	downAndBack(t, l, pf, 2)
 	after := waitVFDrivers(t, pf.PCI, 2)
 	if fmt.Sprint(before) != fmt.Sprint(after) {
 		t.Errorf("VFs before the lane %v, after down %v", before, after)
@@ -350,16 +355,13 @@ func waitVFDrivers(t *testing.T, pf string, n int) []sriov.VF {
 // down fails within its bound naming the holder, found by its group file,
 // having written nothing; once the holder is gone, down again finishes.
 func TestHeldByGroupAndDevice(t *testing.T) {
-	pfs := igbPFs(t)
-	ctx := t.Context()
-	l := newLane(t, "held")
-	pf, _, vfs := l.up(ctx, pfs[0].Name, 2, config.VFDriverVFIO)
+	l, pf, _, vfs := upLane(t, "held", 0, 2, config.VFDriverVFIO)
 	group := groupOf(t, vfs[0].PCI)
 	h := guest.StartHolder(t, group, vfs[0].PCI, guest.HoldDevice)
 
 	const hold = 2 * time.Second
 	start := time.Now()
-	err := l.down(ctx, hold)
+	err := l.down(t.Context(), hold)
 	took := time.Since(start)
 	if !errors.Is(err, sriov.ErrGroupHeld) {
 		t.Fatalf("down with %s held: %v", vfs[0].PCI, err)
@@ -398,10 +400,7 @@ func again(t *testing.T, l *lane, record string) {
 // the unbind. down fails within its bound naming the process; the kernel
 // completes the pending unbind once it exits, and down again finishes.
 func TestHeldByDeviceFDAlone(t *testing.T) {
-	pfs := igbPFs(t)
-	ctx := t.Context()
-	l := newLane(t, "heldfd")
-	pf, _, vfs := l.up(ctx, pfs[1].Name, 2, config.VFDriverVFIO)
+	l, pf, _, vfs := upLane(t, "heldfd", 1, 2, config.VFDriverVFIO)
 	group := groupOf(t, vfs[0].PCI)
 	h := guest.StartHolder(t, group, vfs[0].PCI, guest.HoldDeviceFDOnly)
 	links := h.FDLinks()
@@ -422,7 +421,7 @@ func TestHeldByDeviceFDAlone(t *testing.T) {
 
 	const hold = 2 * time.Second
 	start := time.Now()
-	err = l.down(ctx, hold)
+	err = l.down(t.Context(), hold)
 	took := time.Since(start)
 	if !errors.Is(err, sriov.ErrGroupHeld) {
 		t.Fatalf("down with %s held by a device fd: %v", vfs[0].PCI, err)
@@ -435,7 +434,10 @@ func TestHeldByDeviceFDAlone(t *testing.T) {
 	if !strings.Contains(err.Error(), want) {
 		t.Errorf("error does not name the holder (%q):\n%v", want, err)
 	}
-	if took > hold+10*time.Second {
+	// The holder keeps its fd until h.Stop: down returning at all shows it
+	// did not wait for it. The margin is for an emulated guest on a loaded
+	// host: 14.7 s was measured in a CI run at load 70.
+	if took > hold+30*time.Second {
 		t.Errorf("down took %s with a %s bound", took, hold)
 	}
 	guest.Record(t, "held-by-device-fd", map[string]any{

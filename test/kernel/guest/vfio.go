@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -29,26 +28,21 @@ const (
 	HoldDeviceFDOnly HoldMode = "device-fd-only"
 )
 
-// Holder is a process holding a VF through VFIO.
+// Holder is a process holding a VF through VFIO. Stop kills it and waits
+// for it: the kernel releases the device as the process's files close.
 type Holder struct {
 	PID int
 	// DeviceFD is the device fd's number in the holder.
 	DeviceFD int
-	cmd      *exec.Cmd
-	stdin    io.Closer
+	child
 }
 
 // StartHolder starts a process holding the VF bdf of IOMMU group group in
 // mode; it is stopped when t ends, if not before.
 func StartHolder(t testing.TB, group, bdf string, mode HoldMode) *Holder {
 	t.Helper()
-	cmd := exec.Command(self())
-	cmd.Env = append(os.Environ(), roleEnv+"="+roleHolder, "HOLD_GROUP="+group, "HOLD_DEVICE="+bdf, "HOLD_MODE="+string(mode))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newChild(t, roleHolder, &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}, "HOLD_GROUP="+group, "HOLD_DEVICE="+bdf, "HOLD_MODE="+string(mode))
+	cmd := c.cmd
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +51,7 @@ func StartHolder(t testing.TB, group, bdf string, mode HoldMode) *Holder {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	h := &Holder{PID: cmd.Process.Pid, cmd: cmd, stdin: stdin}
+	h := &Holder{PID: cmd.Process.Pid, child: c}
 	t.Cleanup(h.Stop)
 	line := make(chan string, 1)
 	go func() {
@@ -75,17 +69,6 @@ func StartHolder(t testing.TB, group, bdf string, mode HoldMode) *Holder {
 		t.Fatalf("holder of %s (group %s, %s) not ready in %s", bdf, group, mode, WaitBound)
 	}
 	return h
-}
-
-// Stop kills the holder and waits for it: the kernel releases the device
-// as the process's files close.
-func (h *Holder) Stop() {
-	if h.cmd.ProcessState != nil {
-		return
-	}
-	h.stdin.Close()
-	_ = h.cmd.Process.Kill()
-	_ = h.cmd.Wait()
 }
 
 // Comm is the holder's command name as /proc shows it.

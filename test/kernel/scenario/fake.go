@@ -75,16 +75,8 @@ func NewFake(t testing.TB) *Fake {
 	}
 	dir := t.TempDir()
 	f.root, f.vfio = filepath.Join(dir, "sys"), filepath.Join(dir, "vfio")
-	srv, err := sysfs.Serve(sysfs.ServeConfig{SysfsDir: f.root, VFIODir: f.vfio, KernelConfig: sysfs.KernelConfig{
+	sysfs.ServeForTest(t, sysfs.ServeConfig{SysfsDir: f.root, VFIODir: f.vfio, KernelConfig: sysfs.KernelConfig{
 		PFs: pfs, VFDriver: "igbvf", PeerNetns: peers, Log: log.New(f.log, "fake kernel: ", 0)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := srv.Close(); err != nil {
-			t.Errorf("closing the fake kernel: %v", err)
-		}
-	})
 	return f
 }
 

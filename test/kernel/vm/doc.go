@@ -9,6 +9,10 @@
 //     RequireKernels and the QEMU igb check
 //   - vm.go:     Config, Start, the QEMU arguments (QEMUArgs), the
 //     initramfs, the result stream's parser, BuildStatic
+//   - hang.go:   hangReport, what QEMU's monitor says of a guest that
+//     outlived its bound, before it is killed
+//   - nudge.go:  nudge, the pause and resume of a guest silent with its
+//     vCPU halted (a timer wake-up lost under TCG)
 //   - cpio.go:   the cpio "newc" writer the initramfs is made with
 //   - probe.go:  ProbeKVM, the boot make test-env tries once to choose
 //     KVM or TCG for each kernel on this host (AccelFile)

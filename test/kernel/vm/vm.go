@@ -36,7 +36,10 @@ type Config struct {
 	Files    map[string]string // guest path -> host path, extra files in the initramfs
 	PFs      int               // emulated igb NICs (default 2)
 	Timeout  time.Duration     // whole guest bound (default DefaultTimeout); on expiry QEMU is killed
-	Memory   int               // MiB (default 1024)
+	// Nudge is how long the guest may be silent with its vCPU halted
+	// before it is paused and resumed (nudge.go; default DefaultNudge).
+	Nudge  time.Duration
+	Memory int // MiB (default 1024)
 	// Accel is QEMU's accelerator for this boot; "" takes $SRIOV_LANE_KERNEL_ACCEL,
 	// else what make test-env's probe found for the kernel (Kernel.Accel), else tcg.
 	Accel string
@@ -64,6 +67,9 @@ type Result struct {
 	Console string            // the kernel console log
 	Modules []Module          // the modules loaded, in order
 	Command []string          // the QEMU command line, to reproduce the boot
+	// Nudges says when a silent guest with a halted vCPU was paused and
+	// resumed (nudge.go), and what its vCPU and LAPIC timer were then.
+	Nudges []string
 }
 
 // AccelEnv names the variable that, when set, chooses QEMU's accelerator
@@ -79,12 +85,15 @@ const KeepEnv = "SRIOV_LANE_KERNEL_KEEP"
 const consoleTailLines = 60
 
 // DefaultTimeout bounds a guest that sets no Timeout. A guest runs niced
-// (guestNice), and on a fresh machine make test compiles every test
-// binary with coverage beside it for minutes: a 5 min bound killed boots
-// that had only been starved (the console stopped in early boot; guests
-// with 7 and 10 min bounds passed in the same run). A hung guest costs
-// this much before it fails; one that works takes well under a minute.
-const DefaultTimeout = 15 * time.Minute
+// (guestNice) under TCG beside the e2e lanes, and its suite has grown to
+// minutes of guest time: on this 2-core machine, with the e2e lanes and
+// other work beside them, a 6.12 guest's own tests took 12m41s before
+// its scenario started, and both guests of that run were killed at a
+// 15 min bound while still working (their vCPUs idle between steps, not
+// stuck in the kernel); make test alone has taken ~13 min for the tier.
+// So the bound is twice the slowest whole run seen: a hung guest costs
+// this much before it fails, and the hang report says where it stood.
+const DefaultTimeout = 30 * time.Minute
 
 // guestNice is QEMU's nice value. A TCG guest is batch work that keeps a
 // core busy for tens of seconds; make test runs the tier beside the e2e
@@ -113,6 +122,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout
+	}
+	if c.Nudge == 0 {
+		c.Nudge = DefaultNudge
 	}
 	if c.Memory == 0 {
 		c.Memory = 1024
@@ -164,8 +176,10 @@ func QEMUArgs(c Config, initramfs, consoleLog, resultLog string) []string {
 		// "timer doesn't work through Interrupt-remapped IO-APIC" (seen
 		// once on 6.1 beside a make test run). The option skips the count
 		// (torvalds/linux arch/x86/kernel/apic/io_apic.c, read in the
-		// search tool's stored copy, no tag named there).
-		"-append", "console=ttyS0 intel_iommu=on panic=-1 no_timer_check",
+		// search tool's stored copy, no tag named there). nokaslr: the
+		// kernel sits at the addresses its System.map gives, so those a
+		// hung guest's report holds can be named (hangReport).
+		"-append", "console=ttyS0 intel_iommu=on panic=-1 no_timer_check nokaslr",
 		"-serial", "file:"+consoleLog, "-serial", "file:"+resultLog)
 }
 
@@ -196,28 +210,57 @@ func Start(ctx context.Context, c Config) (*Result, error) {
 		return fail(fmt.Errorf("initramfs: %w", err))
 	}
 	consoleLog, resultLog := filepath.Join(work, "console.log"), filepath.Join(work, "results.jsonl")
+	// The monitor's socket is for hangReport; a boot run by hand needs none.
+	qmpSock := filepath.Join(work, "qmp.sock")
 	args := QEMUArgs(c, initramfs, consoleLog, resultLog)
 	res := &Result{Command: append([]string{qemuBinary}, args...)}
 	cmdLine := shellLine(res.Command)
-	runCtx, cancel := context.WithTimeout(ctx, c.Timeout)
-	defer cancel()
-	cmd := exec.CommandContext(runCtx, qemuBinary, args...)
+	cmd := exec.CommandContext(ctx, qemuBinary, append(args, "-qmp", "unix:"+qmpSock+",server=on,wait=off")...)
 	var qemuOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &qemuOut, &qemuOut
 	cmd.WaitDelay = 10 * time.Second
+	var hang string // set when the guest outlived c.Timeout
 	runErr := cmd.Start()
 	if runErr == nil {
 		// Best effort: a guest that keeps its default share only runs
 		// slower.
 		_ = syscall.Setpriority(syscall.PRIO_PROCESS, cmd.Process.Pid, guestNice)
-		runErr = cmd.Wait()
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		bound := time.NewTimer(c.Timeout)
+		defer bound.Stop()
+		check := time.NewTicker(nudgeCheck(c.Nudge))
+		defer check.Stop()
+		quiet := silence{files: []string{consoleLog, resultLog}}
+	wait:
+		for {
+			select {
+			case runErr = <-done:
+				break wait
+			case <-bound.C:
+				hang = hangReport(qmpSock, cmd.Process.Pid, c.Kernel.Release)
+				_ = cmd.Process.Kill()
+				runErr = <-done
+				break wait
+			case now := <-check.C:
+				if q := quiet.quietFor(now); q >= c.Nudge {
+					if n := nudge(qmpSock, q); n != "" {
+						res.Nudges = append(res.Nudges, n)
+					}
+					quiet.since = now // one nudge per silence of c.Nudge
+				}
+			}
+		}
 	}
 	console, _ := os.ReadFile(consoleLog)
 	res.Console = string(console)
 	tail := "console (last lines):\n" + consoleTail(res.Console, consoleTailLines)
 	switch {
-	case runCtx.Err() != nil && ctx.Err() == nil:
-		return res, fmt.Errorf("kernel %s: guest did not end within %s; QEMU killed\n%s\nQEMU: %s", c.Kernel.Name, c.Timeout, tail, cmdLine)
+	case hang != "":
+		if len(res.Nudges) > 0 {
+			hang += "nudged before (nudge.go):\n" + indent(strings.Join(res.Nudges, "\n"), "  ")
+		}
+		return res, fmt.Errorf("kernel %s: guest did not end within %s; QEMU killed\n%s\n%s\nQEMU: %s", c.Kernel.Name, c.Timeout, tail, hang, cmdLine)
 	case runErr != nil:
 		return res, fmt.Errorf("kernel %s: qemu: %w: %s\n%s\nQEMU: %s", c.Kernel.Name, runErr, strings.TrimSpace(qemuOut.String()), tail, cmdLine)
 	}

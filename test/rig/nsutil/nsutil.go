@@ -64,7 +64,10 @@ func Delete(name string) error {
 				if l.Attrs().Name == "lo" {
 					continue
 				}
-				if err := h.LinkDel(l); err != nil {
+				// ENODEV: it went on its own between the list and the delete,
+				// as a veth does whose peer's netns (a removed container's)
+				// the kernel is still cleaning up.
+				if err := h.LinkDel(l); err != nil && !errors.Is(err, unix.ENODEV) {
 					errs = append(errs, fmt.Errorf("deleting %s in netns %s: %w", l.Attrs().Name, name, err))
 				}
 			}

@@ -10,6 +10,7 @@
 //     the state persisted
 //   - fuse.go:      Serve, the fake sysfs and /dev/vfio mounted with FUSE
 //     and backed by a Kernel; the VFIO ioctls the fake answers
+//   - fortest.go:   ServeForTest, Serve for a test
 //   - netview.go:   class/net and net/ as the caller's netns shows them
 //   - vfnetdev.go:  the VF netdevs made and removed in the peers' netns
 //   - writetree.go: WriteTree, the same tree written to a plain directory

@@ -231,12 +231,20 @@ func (r *request) bdfs() []string {
 	return out
 }
 
-func (r *request) bus(c []string) *entry {
+// onlyEntry starts a lookup in a directory that holds the single entry
+// name, as bus/, class/ and kernel/ do here: the directory itself for an
+// empty path, and whether the path goes on under name (if not, nothing is
+// there).
+func onlyEntry(c []string, name string) (dir *entry, under bool) {
 	if len(c) == 0 {
-		return dirEntry("pci")
+		return dirEntry(name), false
 	}
-	if c[0] != "pci" {
-		return nil
+	return nil, c[0] == name
+}
+
+func (r *request) bus(c []string) *entry {
+	if dir, under := onlyEntry(c, "pci"); !under {
+		return dir
 	}
 	if len(c) == 1 {
 		return dirEntry("devices", "drivers", "drivers_probe")
@@ -289,11 +297,8 @@ func (r *request) bus(c []string) *entry {
 }
 
 func (r *request) class(c []string) *entry {
-	if len(c) == 0 {
-		return dirEntry("net")
-	}
-	if c[0] != "net" || len(c) > 2 {
-		return nil
+	if dir, under := onlyEntry(c, "net"); !under || len(c) > 2 {
+		return dir
 	}
 	v := r.netView()
 	if len(c) == 1 {
@@ -364,7 +369,7 @@ func netdevEntry(d netdev, c []string) *entry {
 	if len(c) == 0 {
 		names := []string{"address"}
 		if linked {
-			names = append(names, "ifindex", "mtu", "operstate")
+			names = append(names, "ifindex", "mtu", "operstate", "type")
 		}
 		if d.bdf != "" {
 			names = append(names, "device")
@@ -388,6 +393,13 @@ func netdevEntry(d netdev, c []string) *entry {
 	case "operstate":
 		if linked {
 			return roFile(d.oper)
+		}
+	case "type":
+		// ARPHRD_ETHER: the rig's links are veths, Ethernet as a NIC's
+		// netdev is (a real kernel shows type for every netdev; the DRA
+		// driver reads it for its linkType attribute).
+		if linked {
+			return roFile("1")
 		}
 	case "device":
 		if d.bdf != "" {
@@ -504,11 +516,8 @@ func (r *request) function(f fnState, c []string) *entry {
 }
 
 func (r *request) iommu(c []string) *entry {
-	if len(c) == 0 {
-		return dirEntry("iommu_groups")
-	}
-	if c[0] != "iommu_groups" {
-		return nil
+	if dir, under := onlyEntry(c, "iommu_groups"); !under {
+		return dir
 	}
 	members := map[string][]string{}
 	for _, bdf := range r.bdfs() {

@@ -422,27 +422,36 @@ func (k *Kernel) driverMatches(driver string, f *fnState) bool {
 	return false
 }
 
-// StoreBind is a write to bus/pci/drivers/<driver>/bind.
-func (k *Kernel) StoreBind(driver string, buf []byte) syscall.Errno {
+// onWrittenFn runs op, under the function's lock, on the function whose
+// address a write to a driver file (bind, unbind, drivers_probe) names:
+// ENODEV when there is none.
+func (k *Kernel) onWrittenFn(buf []byte, op func(f *function) syscall.Errno) syscall.Errno {
 	f := k.fn(sysfsStr(buf))
 	if f == nil {
 		return syscall.ENODEV
 	}
 	f.lock.Lock()
 	defer f.lock.Unlock()
-	k.mu.Lock()
-	match, cur := k.driverMatches(driver, &f.fnState), f.Driver
-	k.mu.Unlock()
-	if !match {
-		return syscall.ENODEV
-	}
-	if cur != "" {
-		return syscall.EBUSY
-	}
-	if !k.canProbe(f) {
-		return syscall.ENODEV
-	}
-	return k.attachLocked(driver, f)
+	return op(f)
+}
+
+// StoreBind is a write to bus/pci/drivers/<driver>/bind.
+func (k *Kernel) StoreBind(driver string, buf []byte) syscall.Errno {
+	return k.onWrittenFn(buf, func(f *function) syscall.Errno {
+		k.mu.Lock()
+		match, cur := k.driverMatches(driver, &f.fnState), f.Driver
+		k.mu.Unlock()
+		if !match {
+			return syscall.ENODEV
+		}
+		if cur != "" {
+			return syscall.EBUSY
+		}
+		if !k.canProbe(f) {
+			return syscall.ENODEV
+		}
+		return k.attachLocked(driver, f)
+	})
 }
 
 // canProbe is pci_device_can_probe (torvalds/linux
@@ -463,30 +472,20 @@ func (k *Kernel) canProbe(f *function) bool {
 
 // StoreUnbind is a write to bus/pci/drivers/<driver>/unbind.
 func (k *Kernel) StoreUnbind(driver string, buf []byte) syscall.Errno {
-	f := k.fn(sysfsStr(buf))
-	if f == nil {
-		return syscall.ENODEV
-	}
-	f.lock.Lock()
-	defer f.lock.Unlock()
-	k.mu.Lock()
-	cur := f.Driver
-	k.mu.Unlock()
-	if cur != driver {
-		return syscall.ENODEV
-	}
-	return k.releaseLocked(f)
+	return k.onWrittenFn(buf, func(f *function) syscall.Errno {
+		k.mu.Lock()
+		cur := f.Driver
+		k.mu.Unlock()
+		if cur != driver {
+			return syscall.ENODEV
+		}
+		return k.releaseLocked(f)
+	})
 }
 
 // StoreDriversProbe is a write to bus/pci/drivers_probe.
 func (k *Kernel) StoreDriversProbe(buf []byte) syscall.Errno {
-	f := k.fn(sysfsStr(buf))
-	if f == nil {
-		return syscall.ENODEV
-	}
-	f.lock.Lock()
-	defer f.lock.Unlock()
-	return k.probeLocked(f)
+	return k.onWrittenFn(buf, k.probeLocked)
 }
 
 // probeLocked binds the first matching driver to an unbound function; no

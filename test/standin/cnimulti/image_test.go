@@ -14,7 +14,8 @@ import (
 )
 
 // The node image lays the plugins out as rancher/k3s does (k3s-io/k3s
-// scripts/package-cli@0c6b584): /bin/cni one binary, each plugin of
+// scripts/package-cli@v1.35.5+k3s1 and package/Dockerfile@v1.35.5+k3s1,
+// read at 6a4781ad): /bin/cni one binary, each plugin of
 // rancher/plugins main_linux.go@v1.9.1-k3s1 a link "cni" beside it. A copy
 // made with cp -L, as the plugin copiers do, runs as the plugin it is named
 // after; a copy of the link alone points at nothing.

@@ -4,15 +4,21 @@
 // main_linux.go@v1.9.1-k3s1: bandwidth, bridge, firewall, flannel,
 // host-local, loopback, portmap, registered with moby's reexec) and links
 // each of those names to it with a relative symlink in /bin (k3s-io/k3s
-// scripts/package-cli@0c6b584, scripts/build@015c032). rancher/plugins is
+// scripts/build@v1.35.5+k3s1 builds rancher/plugins at VERSION_CNIPLUGINS,
+// v1.9.1-k3s1 in scripts/version.sh@v1.35.5+k3s1, as bin/cni;
+// scripts/package-cli@v1.35.5+k3s1 links bin/<plugin> to cni and packs
+// bin/ into the data archive, which package/Dockerfile@v1.35.5+k3s1
+// unpacks at / of the image; all read at 6a4781ad). rancher/plugins is
 // not a module the proxy serves, and its plugins are main packages of the
 // fork, so the stand-in cannot link them in: it runs the plugin the node
 // image keeps under pluginDir with the same name, built from
 // containernetworking/plugins, and for flannel the stand-in of
 // flannel-io/cni-plugin (test/standin/flannelcni), which k3s's build puts in
-// the fork's plugins/meta/flannel (k3s-io/k3s scripts/build@015c032). A copy
+// the fork's plugins/meta/flannel (k3s-io/k3s scripts/build@v1.35.5+k3s1). A copy
 // of it runs only where the node's filesystem is (containerd in the node,
-// Multus's delegates chrooted into it); k3s's copy is whole anywhere. What matters to the product is the
+// Multus's delegates chrooted into it) or can be reached as /proc/1/root
+// (a hostPID pod, as dra-driver-sriov's, which runs its NAD's plugins
+// from a copy in /opt/cni/bin); k3s's copy is whole anywhere. What matters to the product is the
 // layout: a plugin in /bin is a relative link to one binary that
 // dispatches on its name, so copying /bin/bridge without following links
 // leaves a dangling link, and a copy made with cp -L runs as the plugin it
@@ -26,8 +32,12 @@ import (
 	"syscall"
 )
 
-// pluginDir is where the node image keeps the real plugins.
+// pluginDir is where the node image keeps the real plugins; pluginDirs
+// are where a copy looks for them: in the node's root, or in it through
+// PID 1 of a pod that shares the node's PID namespace.
 const pluginDir = "/usr/lib/sriov-lane-standin/cni"
+
+var pluginDirs = []string{pluginDir, "/proc/1/root" + pluginDir}
 
 // plugins are the names rancher/plugins main_linux.go@v1.9.1-k3s1 registers.
 var plugins = map[string]bool{
@@ -36,7 +46,14 @@ var plugins = map[string]bool{
 }
 
 func main() {
-	bin, argv, ok := dispatch(os.Args, pluginDir)
+	dir := pluginDir
+	for _, d := range pluginDirs {
+		if _, err := os.Stat(d); err == nil {
+			dir = d
+			break
+		}
+	}
+	bin, argv, ok := dispatch(os.Args, dir)
 	if !ok {
 		// rancher/plugins prints its build string and the CNI versions it
 		// speaks, and exits 0, when argv[0] names no plugin.

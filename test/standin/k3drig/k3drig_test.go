@@ -303,16 +303,7 @@ func serveSysfs(t *testing.T) (string, *sysfs.Server) {
 	dir := filepath.Join(t.TempDir(), "sys")
 	// No log: the FUSE server answers the agents' reads until the
 	// cleanup, and a test log written after the test ends panics.
-	srv, err := sysfs.Serve(sysfs.ServeConfig{SysfsDir: dir})
-	if err != nil {
-		t.Fatalf("serving the fake sysfs: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := srv.Close(); err != nil {
-			t.Errorf("fake sysfs: %v", err)
-		}
-	})
-	return dir, srv
+	return dir, sysfs.ServeForTest(t, sysfs.ServeConfig{SysfsDir: dir})
 }
 
 // devicePluginPod runs the device plugin stand-in on node the way the

@@ -64,8 +64,7 @@ func runAgent(ctx context.Context, f k3sFlags) error {
 	if err != nil {
 		return fmt.Errorf("server's agent configuration: %w", err)
 	}
-	ips = clusterFamilyFirst(ips, clusterCIDRs)
-	if err := validateFamilies(clusterCIDRs, serviceCIDRs, ips); err != nil {
+	if ips, err = agentAddresses(ips, clusterCIDRs, serviceCIDRs); err != nil {
 		return err
 	}
 	// k3s hands kubelet a local load balancer address; the stand-in hands

@@ -426,7 +426,7 @@ func TestConformanceWithK3s(t *testing.T) {
 		},
 		{
 			input: "kube-apiserver's listen address (no flag)",
-			src:   "k3s-io/k3s pkg/daemons/control/server.go apiServer, stored version id 7922222668; pkg/daemons/config/types.go@v1.35.5+k3s1 Control.Loopback",
+			src:   "k3s-io/k3s pkg/daemons/control/server.go@v1.35.5+k3s1 apiServer (bind-address is Loopback(false) unless set), pkg/daemons/config/types.go@v1.35.5+k3s1 Control.Loopback (read at 6a4781ad)",
 			k3s:   "kube-apiserver binds k3s's loopback (::1 when the primary, first, service CIDR is IPv6) behind k3s's supervisor on 6443",
 			standin: "kube-apiserver listens on 6443 itself on 0.0.0.0 or ::, the loopback's family: the stand-in has no supervisor; " +
 				"kube-apiserver resolves the same advertised address from either bind",
@@ -537,9 +537,9 @@ func TestConformanceWithK3s(t *testing.T) {
 		},
 		{
 			input:   "kubectl / k3s kubectl ARGS (k3d's entrypoint: kubectl uncordon/drain on servers)",
-			src:     "k3d-io/k3d pkg/types/fixes/assets/k3d-entrypoint.sh@v5.9.0; k3s-io/k3s pkg/kubectl/main.go@04565d3; cmd/k3s/main.go@5b791c1",
-			k3s:     "a whole kubectl; KUBECONFIG defaults to /etc/rancher/k3s/k3s.yaml, else ~/.kube/k3s.yaml, when neither KUBECONFIG nor --kubeconfig is given and the file exists",
-			standin: "the same: k8s.io/kubectl v0.37.2's NewDefaultKubectlCommand run in process with that environment, so the binary copied to the host as the lane's kubectl is whole too (test/e2e TestKubevirtciDropIn applies through it)",
+			src:     "k3d-io/k3d pkg/types/fixes/assets/k3d-entrypoint.sh@v5.9.0; k3s-io/k3s pkg/kubectl/main.go, cmd/k3s/main.go (runCLIs, externalCLI, stageAndRun), go.mod@v1.35.5+k3s1 (read at 6a4781ad)",
+			k3s:     "a whole kubectl: the data dir is extracted and its bin/kubectl (the multi-call binary) run, which defaults KUBECONFIG to /etc/rancher/k3s/k3s.yaml, else ~/.kube/k3s.yaml, when neither KUBECONFIG nor --kubeconfig is given and the file exists, then runs NewDefaultKubectlCommand of its fork's k8s.io/kubectl v1.35.5-k3s1",
+			standin: "the same data dir ($K3S_DATA_DIR, --data-dir/-d, /var/lib/rancher/k3s for root, else ~/.rancher/k3s; not the config file's data-dir: the product writes no k3s config on the host) with what extract leaves there (data/<asset>/bin/k3s, data/current, data/.lock, data/cni; none when the asset is there or in the root default already), so a kubectl run that would write /var/lib/rancher/k3s on a real host writes it on the rig (test/e2e TestKubevirtciDropIn checks the lane's .kubectl writes its own dir); the same KUBECONFIG default and a whole kubectl, run in process from there (the binary copied to the host as the lane's kubectl is whole too: test/e2e TestKubevirtciDropIn applies through it), and k8s.io/kubectl v0.37.2 (Kubernetes' staging kubectl at the product module's client-go version, one apimachinery per module): within kubectl's one-minor skew of the rig's kube-apiserver v1.36.3 (kubernetes/website content/en/releases/version-skew-policy.md@release-1.35)",
 			check: func(t *testing.T) {
 				dir := t.TempDir()
 				global := filepath.Join(dir, "k3s.yaml")
@@ -575,6 +575,50 @@ func TestConformanceWithK3s(t *testing.T) {
 				}
 				if env, _ := kubectlEnv([]string{"HOME=" + dir}, []string{"kubectl"}, filepath.Join(dir, "absent")); kc(env) != "" {
 					t.Errorf("KUBECONFIG %q with no config anywhere", kc(env))
+				}
+
+				// The data dir: the environment over an argument over the default.
+				for _, c := range []struct {
+					env, argv []string
+					root      bool
+					want      string
+				}{
+					{[]string{"K3S_DATA_DIR=/e", "HOME=/h"}, []string{"kubectl", "--data-dir", "/a"}, true, "/e"},
+					{[]string{"HOME=/h"}, []string{"kubectl", "get", "-d", "/a"}, true, "/a"},
+					{[]string{"HOME=/h"}, []string{"kubectl", "get", "--data-dir=/a", "--unknown"}, false, "/a"},
+					{[]string{"HOME=/h"}, []string{"kubectl", "get", "nodes"}, true, defaultDataDir},
+					{[]string{"HOME=/h"}, []string{"kubectl", "get", "nodes"}, false, "/h/.rancher/k3s"},
+				} {
+					if got := kubectlDataDir(c.env, c.argv, c.root); got != c.want {
+						t.Errorf("data dir of %v %v (root %v): %s, want %s", c.env, c.argv, c.root, got, c.want)
+					}
+				}
+				lane, def := filepath.Join(dir, "lane-data"), filepath.Join(dir, "default-data")
+				got, err := stageDataDir(lane, def)
+				if err != nil || got != filepath.Join(lane, "data", standinAsset) {
+					t.Fatalf("staged %s, %v; want the asset dir in %s", got, err, lane)
+				}
+				for _, f := range []string{"data/.lock", "data/cni", "data/" + standinAsset + "/bin/k3s"} {
+					if _, err := os.Stat(filepath.Join(lane, f)); err != nil {
+						t.Errorf("after extracting: %v", err)
+					}
+				}
+				if target, err := os.Readlink(filepath.Join(lane, "data", "current")); err != nil || target != got {
+					t.Errorf("data/current -> %q (%v), want %s", target, err, got)
+				}
+				if _, err := os.Stat(def); !os.IsNotExist(err) {
+					t.Errorf("the default data dir was touched: %v", err)
+				}
+				// An asset in the root default serves every other data dir.
+				if _, err := stageDataDir(def, def); err != nil {
+					t.Fatal(err)
+				}
+				other := filepath.Join(dir, "other-data")
+				if got, err := stageDataDir(other, def); err != nil || got != filepath.Join(def, "data", standinAsset) {
+					t.Errorf("with the default extracted: %s, %v; want the default's asset dir", got, err)
+				}
+				if _, err := os.Stat(other); !os.IsNotExist(err) {
+					t.Errorf("extracted into %s although the default holds the asset: %v", other, err)
 				}
 			},
 		},

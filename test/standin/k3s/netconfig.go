@@ -115,6 +115,17 @@ func clusterFamilyFirst(ips []net.IP, clusterCIDRs []*net.IPNet) []net.IP {
 	return out
 }
 
+// agentAddresses is what k3s's agent does with the node's addresses
+// before it starts anything: the cluster CIDR's family first
+// (clusterFamilyFirst), then validateFamilies.
+func agentAddresses(ips []net.IP, clusterCIDRs, serviceCIDRs []*net.IPNet) ([]net.IP, error) {
+	ips = clusterFamilyFirst(ips, clusterCIDRs)
+	if err := validateFamilies(clusterCIDRs, serviceCIDRs, ips); err != nil {
+		return nil, err
+	}
+	return ips, nil
+}
+
 // validateFamilies refuses what k3s's agent refuses before it starts
 // anything (k3s-io/k3s pkg/agent/run.go@v1.35.5+k3s1 run): cluster and
 // service CIDRs of different IP families, or node addresses lacking a

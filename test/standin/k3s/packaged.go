@@ -2,37 +2,42 @@ package main
 
 // k3s's packaged components, as a k3s v1.35.5+k3s1 server deploys them
 // (the k3s release the lane's default image rancher/k3s:v1.35.5-k3s1
-// holds). Facts, each cited at the k3s-io/k3s file and commit it was read
-// at; the stored copies of k3s's manifests are of several commits (the
-// repository is too big to fetch whole), so the component versions are
-// the release's own ("Embedded Component Versions" of release
-// v1.35.5+k3s1: CoreDNS v1.14.3, Local-path-provisioner v0.0.36,
-// Helm-controller v0.17.1) and the images the release's airgap list
-// names:
+// holds). Each fact is cited at the k3s-io/k3s file at that tag, read at
+// its commit 6a4781ad (a fork's snapshot holds the tag's tree: k3s-io/k3s
+// itself is too big to fetch), or at the module version the tag's go.mod
+// pins. The manifests' images are the tag's (scripts/airgap/image-list.txt
+// names the same): CoreDNS 1.14.3, local-path-provisioner v0.0.36,
+// busybox 1.37.0 for its helper pod.
 //
 //   - At start a server registers its CRDs (pkg/server/context.go@v1.35.5+k3s1
 //     registerCRDs: k3s-io/api's Addon and ETCDSnapshotFile, and, unless
 //     --disable-helm-controller, helm-controller's HelmChart and
 //     HelmChartConfig), writes its manifests into
-//     <data-dir>/server/manifests, leaving out every --disable'd one
-//     (pkg/server/server.go@v1.35.5+k3s1 stageFiles, deploy.Stage with the
-//     Skips), and creates kube-system/cluster-dns (setClusterDNSConfig,
-//     which logs "Cluster dns configmap has been set successfully", the
-//     line k3d waits for before it rewrites coredns.yaml).
-//   - The deploy controller (pkg/deploy/controller.go@0301210) lists that
-//     directory at once and every 15 s; a file named after a --disable'd
-//     component is deleted with every object it made and its Addon; dot
-//     files, files other than .yaml/.yml/.json and those with a NAME.skip
-//     beside them are left alone; a file whose mtime changed is applied:
-//     an Addon kube-system/<name up to the first dot> tracks it (spec.source,
-//     spec.checksum = sha256 of the file, annotation addon.k3s.cattle.io/gvks),
-//     and its objects carry wrangler's objectset annotations and hash label
-//     (rancher/wrangler pkg/apply/desiredset.go: objectset.rio.cattle.io/id,
-//     owner-gvk, owner-name, owner-namespace; hash = sha1 of those in that
-//     order); objects of the set no longer in the file are deleted.
-//   - The node controller (pkg/node/controller.go@3c342e2, registered unless
-//     coredns is disabled) keeps one "IP name" line per node, its
-//     InternalIP, in the coredns ConfigMap's NodeHosts.
+//     <data-dir>/server/manifests, leaving out every skipped one
+//     (pkg/server/server.go@v1.35.5+k3s1 stageFiles, pkg/deploy/stage.go
+//     Stage with the Skips), and creates kube-system/cluster-dns unless it
+//     exists (setClusterDNSConfig, which logs "Cluster dns configmap has
+//     been set successfully", or "... already exists": k3d waits for
+//     "Cluster dns configmap" before it rewrites coredns.yaml).
+//   - The deploy controller (pkg/deploy/controller.go@v1.35.5+k3s1) lists
+//     that directory at once and every 15 s, following symlinked
+//     directories; a file named after a --disable'd component is deleted
+//     with every object it made and its Addon; dot files, files other than
+//     .yaml/.yml/.json and those with a NAME.skip beside them are left
+//     alone; a file whose mtime is not the one it had when last applied is
+//     applied: an Addon kube-system/<name up to the first dot> tracks it
+//     (spec.source, set before the Addon is first created, spec.checksum =
+//     sha256 of the file, annotation addon.k3s.cattle.io/gvks), and its
+//     objects carry wrangler's objectset annotations and hash label
+//     (rancher/wrangler/v3 v3.4.0, which go.mod@v1.35.5+k3s1 pins,
+//     pkg/apply/desiredset_apply.go GetLabelsAndAnnotations:
+//     objectset.rio.cattle.io/id, owner-gvk, owner-name, owner-namespace;
+//     objectSetHash = sha1 of those in hashOrder); objects of the set no
+//     longer in the file are deleted.
+//   - The node controller (pkg/node/controller.go@v1.35.5+k3s1; its CoreDNS
+//     share is on unless coredns is skipped) keeps an "IP names" line per
+//     InternalIP of each node in the coredns ConfigMap's NodeHosts
+//     (nodeHosts).
 //
 // What the stand-in does differently, and why:
 //
@@ -48,6 +53,11 @@ package main
 //   - It packages no traefik, servicelb or metrics-server: a server without
 //     --disable for each of them refuses to start, instead of running
 //     without what k3s would deploy.
+//   - Its manifests are rendered from Go types: the objects are the
+//     manifests', but the files' text is not, and a zero one leaves out the
+//     other may spell out (the stand-in's Service ports have targetPort: 0,
+//     which the API server defaults to the port; k3s's readiness probe has
+//     initialDelaySeconds: 0, the stand-in's none).
 
 import (
 	"bufio"
@@ -59,6 +69,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -126,6 +138,9 @@ type packaged struct {
 	clusterDNS    []string // one address per service CIDR, the first first
 	clusterDomain string
 	dir           string
+	// clusterDNSLine is what k3s logs of kube-system/cluster-dns once start
+	// made it or found it.
+	clusterDNSLine string
 }
 
 // newPackaged checks the server's --disable list before anything starts.
@@ -165,7 +180,7 @@ func (p *packaged) start(ctx context.Context, cfg *rest.Config, clusterDNS []str
 	if err := p.stage(); err != nil {
 		return err
 	}
-	if err := setClusterDNS(ctx, cs, clusterDNS[0], clusterDomain); err != nil {
+	if p.clusterDNSLine, err = setClusterDNS(ctx, cs, clusterDNS[0], clusterDomain); err != nil {
 		return err
 	}
 	go newDeployer(cs, dyn, p.disabled).run(ctx, p.dir)
@@ -187,11 +202,13 @@ func (p *packaged) manifests() map[string][]runtime.Object {
 	}
 }
 
-// stage writes every manifest not disabled, as deploy.Stage does: on each
-// start, over what is there (k3d rewrites coredns.yaml after that).
+// stage writes every manifest not skipped, as deploy.Stage does: on each
+// start, over what is there (k3d rewrites coredns.yaml after that). A
+// --disable item skips a file named by it with or without its extension
+// (k3s-io/k3s pkg/deploy/stage.go@v1.35.5+k3s1, read at 6a4781ad).
 func (p *packaged) stage() error {
 	for name, objs := range p.manifests() {
-		if p.disabled[strings.TrimSuffix(name, filepath.Ext(name))] {
+		if p.disabled[name] || p.disabled[strings.TrimSuffix(name, filepath.Ext(name))] {
 			continue
 		}
 		b, err := renderManifest(objs)
@@ -240,25 +257,43 @@ func systemMeta(name string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceSystem}
 }
 
-// tolerations of k3s's packaged Deployments: they run on tainted servers.
+// tolerations of k3s's packaged Deployments: they run on servers tainted
+// CriticalAddonsOnly or control-plane NoSchedule, and no others (the
+// node-role.kubernetes.io/master toleration is gone from both
+// manifests/coredns.yaml and manifests/local-storage.yaml@v1.35.5+k3s1).
 func packagedTolerations() []corev1.Toleration {
 	return []corev1.Toleration{
 		{Key: "CriticalAddonsOnly", Operator: corev1.TolerationOpExists},
 		{Key: "node-role.kubernetes.io/control-plane", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
-		{Key: "node-role.kubernetes.io/master", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
 	}
 }
 
-func rollingMaxUnavailable1() appsv1.DeploymentStrategy {
+// packagedDeployment is a Deployment of k3s's packaged components: no old
+// ReplicaSets kept, one pod unavailable at a time while it rolls, its pods
+// selected by labels and on tainted servers too (packagedTolerations).
+func packagedDeployment(meta metav1.ObjectMeta, labels map[string]string, pod corev1.PodSpec) *appsv1.Deployment {
 	one := intstr.FromInt32(1)
-	return appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{MaxUnavailable: &one}}
+	pod.Tolerations = packagedTolerations()
+	return &appsv1.Deployment{
+		TypeMeta:   typeMeta("apps/v1", "Deployment"),
+		ObjectMeta: meta,
+		Spec: appsv1.DeploymentSpec{
+			RevisionHistoryLimit: ptr(int32(0)),
+			Strategy:             appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{MaxUnavailable: &one}},
+			Selector:             &metav1.LabelSelector{MatchLabels: labels},
+			Template:             corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: pod},
+		},
+	}
 }
 
 func ptr[T any](v T) *T { return &v }
 
-// corednsObjects are manifests/coredns.yaml's (k3s-io/k3s @66c487b) for a
-// single-stack cluster DNS address: the Service's ipFamilyPolicy is
-// SingleStack unless there are two (pkg/server/server.go stageFiles).
+// corednsObjects are k3s-io/k3s manifests/coredns.yaml@v1.35.5+k3s1's
+// (read at 6a4781ad) for the cluster DNS addresses: the Service's
+// ipFamilyPolicy is SingleStack unless there are two (pkg/server/server.go
+// stageFiles). In the Corefile forward comes last, after the import of
+// *.override, so an override's plugins run before it; the pods spread
+// over hosts (required) and zones (preferred).
 func corednsObjects(clusterDNS []string, clusterDomain string) []runtime.Object {
 	labels := map[string]string{"k8s-app": "kube-dns"}
 	corefile := strings.Join([]string{
@@ -276,12 +311,12 @@ func corednsObjects(clusterDNS []string, clusterDomain string) []runtime.Object 
 		"      fallthrough",
 		"    }",
 		"    prometheus :9153",
-		"    forward . /etc/resolv.conf",
 		"    cache 30",
 		"    loop",
 		"    reload",
 		"    loadbalance",
 		"    import /etc/coredns/custom/*.override",
+		"    forward . /etc/resolv.conf",
 		"}",
 		"import /etc/coredns/custom/*.server",
 		"",
@@ -312,66 +347,60 @@ func corednsObjects(clusterDNS []string, clusterDomain string) []runtime.Object 
 		// No NodeHosts: the node controller and k3d add it, and the pod
 		// waits for the key until then.
 		&corev1.ConfigMap{TypeMeta: typeMeta("v1", "ConfigMap"), ObjectMeta: systemMeta("coredns"), Data: map[string]string{"Corefile": corefile}},
-		&appsv1.Deployment{
-			TypeMeta: typeMeta("apps/v1", "Deployment"),
-			ObjectMeta: metav1.ObjectMeta{Name: "coredns", Namespace: metav1.NamespaceSystem,
-				Labels: map[string]string{"k8s-app": "kube-dns", "kubernetes.io/name": "CoreDNS"}},
-			Spec: appsv1.DeploymentSpec{
-				RevisionHistoryLimit: ptr(int32(0)),
-				Strategy:             rollingMaxUnavailable1(),
-				Selector:             &metav1.LabelSelector{MatchLabels: labels},
-				Template: corev1.PodTemplateSpec{
-					ObjectMeta: metav1.ObjectMeta{Labels: labels},
-					Spec: corev1.PodSpec{
-						PriorityClassName:  "system-cluster-critical",
-						ServiceAccountName: "coredns",
-						Tolerations:        packagedTolerations(),
-						NodeSelector:       map[string]string{"kubernetes.io/os": "linux"},
-						TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{
-							MaxSkew: 1, TopologyKey: "kubernetes.io/hostname", WhenUnsatisfiable: corev1.DoNotSchedule,
-							LabelSelector: &metav1.LabelSelector{MatchLabels: labels},
-						}},
-						Containers: []corev1.Container{{
-							Name:            "coredns",
-							Image:           corednsImage,
-							ImagePullPolicy: corev1.PullIfNotPresent,
-							Resources: corev1.ResourceRequirements{
-								Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("170Mi")},
-								Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("70Mi")},
-							},
-							Args: []string{"-conf", "/etc/coredns/Corefile"},
-							VolumeMounts: []corev1.VolumeMount{
-								{Name: "config-volume", MountPath: "/etc/coredns", ReadOnly: true},
-								{Name: "custom-config-volume", MountPath: "/etc/coredns/custom", ReadOnly: true},
-							},
-							Ports: []corev1.ContainerPort{
-								{ContainerPort: 53, Name: "dns", Protocol: corev1.ProtocolUDP},
-								{ContainerPort: 53, Name: "dns-tcp", Protocol: corev1.ProtocolTCP},
-								{ContainerPort: 9153, Name: "metrics", Protocol: corev1.ProtocolTCP},
-							},
-							SecurityContext: &corev1.SecurityContext{
-								AllowPrivilegeEscalation: ptr(false),
-								Capabilities:             &corev1.Capabilities{Add: []corev1.Capability{"NET_BIND_SERVICE"}, Drop: []corev1.Capability{"all"}},
-								ReadOnlyRootFilesystem:   ptr(true),
-							},
-							LivenessProbe:  probe("/health", 8080, 60, 10),
-							ReadinessProbe: probe("/ready", 8181, 0, 2),
-						}},
-						DNSPolicy: corev1.DNSDefault,
-						Volumes: []corev1.Volume{
-							{Name: "config-volume", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-								LocalObjectReference: corev1.LocalObjectReference{Name: "coredns"},
-								Items:                []corev1.KeyToPath{{Key: "Corefile", Path: "Corefile"}, {Key: "NodeHosts", Path: "NodeHosts"}},
-							}}},
-							{Name: "custom-config-volume", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-								LocalObjectReference: corev1.LocalObjectReference{Name: "coredns-custom"},
-								Optional:             ptr(true),
-							}}},
-						},
+		packagedDeployment(metav1.ObjectMeta{Name: "coredns", Namespace: metav1.NamespaceSystem,
+			Labels: map[string]string{"k8s-app": "kube-dns", "kubernetes.io/name": "CoreDNS"}}, labels,
+			corev1.PodSpec{
+				PriorityClassName:  "system-cluster-critical",
+				ServiceAccountName: "coredns",
+				NodeSelector:       map[string]string{"kubernetes.io/os": "linux"},
+				TopologySpreadConstraints: []corev1.TopologySpreadConstraint{
+					{
+						MaxSkew: 1, TopologyKey: "kubernetes.io/hostname", WhenUnsatisfiable: corev1.DoNotSchedule,
+						LabelSelector: &metav1.LabelSelector{MatchLabels: labels},
+					},
+					{
+						MaxSkew: 1, TopologyKey: "topology.kubernetes.io/zone", WhenUnsatisfiable: corev1.ScheduleAnyway,
+						LabelSelector: &metav1.LabelSelector{MatchLabels: labels},
 					},
 				},
-			},
-		},
+				Containers: []corev1.Container{{
+					Name:            "coredns",
+					Image:           corednsImage,
+					ImagePullPolicy: corev1.PullIfNotPresent,
+					Resources: corev1.ResourceRequirements{
+						Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("170Mi")},
+						Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("70Mi")},
+					},
+					Args: []string{"-conf", "/etc/coredns/Corefile"},
+					VolumeMounts: []corev1.VolumeMount{
+						{Name: "config-volume", MountPath: "/etc/coredns", ReadOnly: true},
+						{Name: "custom-config-volume", MountPath: "/etc/coredns/custom", ReadOnly: true},
+					},
+					Ports: []corev1.ContainerPort{
+						{ContainerPort: 53, Name: "dns", Protocol: corev1.ProtocolUDP},
+						{ContainerPort: 53, Name: "dns-tcp", Protocol: corev1.ProtocolTCP},
+						{ContainerPort: 9153, Name: "metrics", Protocol: corev1.ProtocolTCP},
+					},
+					SecurityContext: &corev1.SecurityContext{
+						AllowPrivilegeEscalation: ptr(false),
+						Capabilities:             &corev1.Capabilities{Add: []corev1.Capability{"NET_BIND_SERVICE"}, Drop: []corev1.Capability{"all"}},
+						ReadOnlyRootFilesystem:   ptr(true),
+					},
+					LivenessProbe:  probe("/health", 8080, 60, 10),
+					ReadinessProbe: probe("/ready", 8181, 0, 2),
+				}},
+				DNSPolicy: corev1.DNSDefault,
+				Volumes: []corev1.Volume{
+					{Name: "config-volume", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+						LocalObjectReference: corev1.LocalObjectReference{Name: "coredns"},
+						Items:                []corev1.KeyToPath{{Key: "Corefile", Path: "Corefile"}, {Key: "NodeHosts", Path: "NodeHosts"}},
+					}}},
+					{Name: "custom-config-volume", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+						LocalObjectReference: corev1.LocalObjectReference{Name: "coredns-custom"},
+						Optional:             ptr(true),
+					}}},
+				},
+			}),
 		&corev1.Service{
 			TypeMeta: typeMeta("v1", "Service"),
 			ObjectMeta: metav1.ObjectMeta{Name: "kube-dns", Namespace: metav1.NamespaceSystem,
@@ -392,10 +421,13 @@ func corednsObjects(clusterDNS []string, clusterDomain string) []runtime.Object 
 	}
 }
 
-// localStorageObjects are manifests/local-storage.yaml's (k3s-io/k3s
-// @0362e38) with the release's images: local-path-provisioner, its config
+// localStorageObjects are k3s-io/k3s manifests/local-storage.yaml@v1.35.5+k3s1's
+// (read at 6a4781ad): local-path-provisioner on Linux nodes, its config
 // (every node's volumes under storagePath), the helper pod's scripts and
-// the default StorageClass local-path.
+// the default StorageClass local-path. The ConfigMap's values are the
+// manifest's text as written there (block scalars with "|-": no final
+// newline), %{DEFAULT_LOCAL_STORAGE_PATH}% replaced and
+// %{SYSTEM_DEFAULT_REGISTRY}% empty.
 func localStorageObjects(storagePath string) []runtime.Object {
 	labels := map[string]string{"app": "local-path-provisioner"}
 	const sa = "local-path-provisioner-service-account"
@@ -403,17 +435,27 @@ func localStorageObjects(storagePath string) []runtime.Object {
 	// passes in VOL_DIR (setup also closes the parent to others).
 	setup := "#!/bin/sh\nset -eu\nmkdir -m 0777 -p \"${VOL_DIR}\"\nchmod 700 \"${VOL_DIR}/..\""
 	teardown := "#!/bin/sh\nset -eu\nrm -rf \"${VOL_DIR}\""
-	helper, err := yaml.Marshal(map[string]any{
-		"apiVersion": "v1", "kind": "Pod",
-		"metadata": map[string]any{"name": "helper-pod"},
-		"spec": map[string]any{"containers": []any{map[string]any{
-			"name": "helper-pod", "image": localPathHelperImage, "imagePullPolicy": "IfNotPresent",
-		}}},
-	})
-	if err != nil {
-		panic(err) // a literal map always marshals
-	}
-	config := fmt.Sprintf(`{"nodePathMap":[{"node":"DEFAULT_PATH_FOR_NON_LISTED_NODES","paths":[%q]}]}`, storagePath)
+	helper := strings.Join([]string{
+		"apiVersion: v1",
+		"kind: Pod",
+		"metadata:",
+		"  name: helper-pod",
+		"spec:",
+		"  containers:",
+		"  - name: helper-pod",
+		`    image: "` + localPathHelperImage + `"`,
+		"    imagePullPolicy: IfNotPresent",
+	}, "\n")
+	config := strings.Join([]string{
+		"{",
+		`  "nodePathMap":[`,
+		"  {",
+		`    "node":"DEFAULT_PATH_FOR_NON_LISTED_NODES",`,
+		`    "paths":["` + storagePath + `"]`,
+		"  }",
+		"  ]",
+		"}",
+	}, "\n")
 	return []runtime.Object{
 		&corev1.ServiceAccount{TypeMeta: typeMeta("v1", "ServiceAccount"), ObjectMeta: systemMeta(sa)},
 		&rbacv1.ClusterRole{
@@ -432,36 +474,24 @@ func localStorageObjects(storagePath string) []runtime.Object {
 			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "local-path-provisioner-role"},
 			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: metav1.NamespaceSystem}},
 		},
-		&appsv1.Deployment{
-			TypeMeta:   typeMeta("apps/v1", "Deployment"),
-			ObjectMeta: systemMeta("local-path-provisioner"),
-			Spec: appsv1.DeploymentSpec{
-				RevisionHistoryLimit: ptr(int32(0)),
-				Strategy:             rollingMaxUnavailable1(),
-				Selector:             &metav1.LabelSelector{MatchLabels: labels},
-				Template: corev1.PodTemplateSpec{
-					ObjectMeta: metav1.ObjectMeta{Labels: labels},
-					Spec: corev1.PodSpec{
-						PriorityClassName:  "system-node-critical",
-						ServiceAccountName: sa,
-						Tolerations:        packagedTolerations(),
-						Containers: []corev1.Container{{
-							Name:            "local-path-provisioner",
-							Image:           localPathImage,
-							ImagePullPolicy: corev1.PullIfNotPresent,
-							Command:         []string{"local-path-provisioner", "start", "--config", "/etc/config/config.json"},
-							VolumeMounts:    []corev1.VolumeMount{{Name: "config-volume", MountPath: "/etc/config/"}},
-							Env: []corev1.EnvVar{{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{
-								FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"},
-							}}},
-						}},
-						Volumes: []corev1.Volume{{Name: "config-volume", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-							LocalObjectReference: corev1.LocalObjectReference{Name: "local-path-config"},
-						}}}},
-					},
-				},
-			},
-		},
+		packagedDeployment(systemMeta("local-path-provisioner"), labels, corev1.PodSpec{
+			PriorityClassName:  "system-node-critical",
+			ServiceAccountName: sa,
+			NodeSelector:       map[string]string{"kubernetes.io/os": "linux"},
+			Containers: []corev1.Container{{
+				Name:            "local-path-provisioner",
+				Image:           localPathImage,
+				ImagePullPolicy: corev1.PullIfNotPresent,
+				Command:         []string{"local-path-provisioner", "start", "--config", "/etc/config/config.json"},
+				VolumeMounts:    []corev1.VolumeMount{{Name: "config-volume", MountPath: "/etc/config/"}},
+				Env: []corev1.EnvVar{{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{
+					FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"},
+				}}},
+			}},
+			Volumes: []corev1.Volume{{Name: "config-volume", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "local-path-config"},
+			}}}},
+		}),
 		&storagev1.StorageClass{
 			TypeMeta: typeMeta("storage.k8s.io/v1", "StorageClass"),
 			ObjectMeta: metav1.ObjectMeta{Name: "local-path", Annotations: map[string]string{
@@ -474,17 +504,26 @@ func localStorageObjects(storagePath string) []runtime.Object {
 		&corev1.ConfigMap{
 			TypeMeta:   typeMeta("v1", "ConfigMap"),
 			ObjectMeta: systemMeta("local-path-config"),
-			Data:       map[string]string{"config.json": config, "setup": setup, "teardown": teardown, "helperPod.yaml": string(helper)},
+			Data:       map[string]string{"config.json": config, "setup": setup, "teardown": teardown, "helperPod.yaml": helper},
 		},
 	}
 }
 
-// ccmObjects are manifests/ccm.yaml's (k3s-io/k3s @13d451f): the RBAC of
-// k3s's embedded cloud-controller-manager.
+// ccmObjects are k3s-io/k3s manifests/ccm.yaml@v1.35.5+k3s1's (read at
+// 6a4781ad): the RBAC of k3s's embedded cloud-controller-manager, which
+// runs as User k3s-cloud-controller-manager: its ClusterRole, the
+// binding to it, system:auth-delegator (to check the tokens of those who
+// call it) and kube-system's extension-apiserver-authentication-reader
+// Role (to read the client CA). k3s stages ccm.yaml unless "ccm" is
+// skipped, which --disable=ccm does, and also --disable-cloud-controller
+// together with --disable=servicelb (pkg/cli/server/server.go@v1.35.5+k3s1);
+// the stand-in takes the first and refuses --disable-cloud-controller as a
+// flag it does not know.
 func ccmObjects() []runtime.Object {
 	core := func(resources []string, verbs ...string) rbacv1.PolicyRule {
 		return rbacv1.PolicyRule{APIGroups: []string{""}, Resources: resources, Verbs: verbs}
 	}
+	ccm := []rbacv1.Subject{{Kind: "User", Name: "k3s-cloud-controller-manager", Namespace: metav1.NamespaceSystem}}
 	return []runtime.Object{
 		&rbacv1.ClusterRole{
 			TypeMeta:   typeMeta("rbac.authorization.k8s.io/v1", "ClusterRole"),
@@ -493,35 +532,77 @@ func ccmObjects() []runtime.Object {
 				{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
 				core([]string{"events"}, "create", "patch", "update"),
 				core([]string{"nodes"}, "*"),
-				core([]string{"nodes/status"}, "patch"),
-				core([]string{"services"}, "list", "patch", "update", "watch"),
-				core([]string{"serviceaccounts"}, "create"),
-				core([]string{"persistentvolumes"}, "get", "list", "update", "watch"),
-				core([]string{"endpoints"}, "create", "get", "list", "watch", "update"),
+				core([]string{"nodes/status", "services/status"}, "patch"),
+				core([]string{"services", "pods"}, "get", "list", "watch"),
+				core([]string{"services"}, "patch", "update"),
+				core([]string{"serviceaccounts"}, "create", "get"),
+				core([]string{"namespaces"}, "create", "get"),
+				{APIGroups: []string{"apps"}, Resources: []string{"daemonsets"}, Verbs: []string{"*"}},
+				{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"}},
 			},
 		},
 		&rbacv1.ClusterRoleBinding{
 			TypeMeta:   typeMeta("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
 			ObjectMeta: metav1.ObjectMeta{Name: "k3s-cloud-controller-manager"},
 			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "k3s-cloud-controller-manager"},
-			Subjects:   []rbacv1.Subject{{Kind: "User", Name: "k3s-cloud-controller-manager", Namespace: metav1.NamespaceSystem}},
+			Subjects:   ccm,
+		},
+		&rbacv1.ClusterRoleBinding{
+			TypeMeta:   typeMeta("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
+			ObjectMeta: metav1.ObjectMeta{Name: "k3s-cloud-controller-manager-auth-delegator"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "system:auth-delegator"},
+			Subjects:   ccm,
+		},
+		&rbacv1.RoleBinding{
+			TypeMeta:   typeMeta("rbac.authorization.k8s.io/v1", "RoleBinding"),
+			ObjectMeta: systemMeta("k3s-cloud-controller-manager-authentication-reader"),
+			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "extension-apiserver-authentication-reader"},
+			Subjects:   ccm,
 		},
 	}
 }
 
-// rolebindingObjects are manifests/rolebindings.yaml's (k3s-io/k3s
-// @2c94443): kube-apiserver may use kubelets' API (logs, exec).
+// rolebindingObjects are k3s-io/k3s manifests/rolebindings.yaml@v1.35.5+k3s1's
+// (read at 6a4781ad): kube-apiserver may use kubelets' API (logs, exec);
+// k3s's own controllers, as User system:k3s-controller, may read nodes,
+// namespaces, network policies, endpoints, pods and EndpointSlices and
+// patch node status; every node may list ClusterCIDRs.
 func rolebindingObjects() []runtime.Object {
-	return []runtime.Object{&rbacv1.ClusterRoleBinding{
-		TypeMeta:   typeMeta("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
-		ObjectMeta: metav1.ObjectMeta{Name: "kube-apiserver-kubelet-admin"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "system:kubelet-api-admin"},
-		Subjects:   []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "kube-apiserver"}},
-	}}
+	clusterRoleBinding := func(name, role string, subject rbacv1.Subject) *rbacv1.ClusterRoleBinding {
+		return &rbacv1.ClusterRoleBinding{
+			TypeMeta:   typeMeta("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role},
+			Subjects:   []rbacv1.Subject{subject},
+		}
+	}
+	clusterRole := func(name string, rules ...rbacv1.PolicyRule) *rbacv1.ClusterRole {
+		return &rbacv1.ClusterRole{TypeMeta: typeMeta("rbac.authorization.k8s.io/v1", "ClusterRole"), ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}
+	}
+	rule := func(group string, resources []string, verbs ...string) rbacv1.PolicyRule {
+		return rbacv1.PolicyRule{APIGroups: []string{group}, Resources: resources, Verbs: verbs}
+	}
+	return []runtime.Object{
+		clusterRoleBinding("kube-apiserver-kubelet-admin", "system:kubelet-api-admin",
+			rbacv1.Subject{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "kube-apiserver"}),
+		clusterRole("system:k3s-controller",
+			rule("", []string{"nodes"}, "get", "list", "watch"),
+			rule("", []string{"nodes/status"}, "patch"),
+			rule("", []string{"namespaces"}, "list", "watch"),
+			rule("networking.k8s.io", []string{"networkpolicies", "clustercidrs"}, "list", "watch"),
+			rule("", []string{"endpoints", "pods"}, "list", "get", "watch"),
+			rule("discovery.k8s.io", []string{"endpointslices"}, "list", "get", "watch")),
+		clusterRoleBinding("system:k3s-controller", "system:k3s-controller",
+			rbacv1.Subject{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "system:k3s-controller"}),
+		clusterRole("clustercidrs-node", rule("networking.k8s.io", []string{"clustercidrs"}, "list", "watch")),
+		clusterRoleBinding("clustercidrs-node", "clustercidrs-node",
+			rbacv1.Subject{APIGroup: "rbac.authorization.k8s.io", Kind: "Group", Name: "system:nodes"}),
+	}
 }
 
-// runtimeClassObjects are manifests/runtimes.yaml's (k3s-io/k3s @c77d0b8):
-// one RuntimeClass per runtime k3s configures containerd for when present.
+// runtimeClassObjects are k3s-io/k3s manifests/runtimes.yaml@v1.35.5+k3s1's
+// (read at 6a4781ad): one RuntimeClass per runtime k3s configures
+// containerd for when present.
 func runtimeClassObjects() []runtime.Object {
 	var out []runtime.Object
 	for _, h := range []string{"nvidia", "nvidia-experimental", "crun", "lunatic", "slight", "spin", "wws", "wasmedge", "wasmer", "wasmtime"} {
@@ -530,16 +611,21 @@ func runtimeClassObjects() []runtime.Object {
 	return out
 }
 
-// k3sCRDs are the CRDs a server registers at start: k3s-io/api's
-// (pkg/crds/yaml/generated/k3s.cattle.io_{addons,etcdsnapshotfiles}.yaml
-// @v0.1.2: Addon namespaced with spec.source and spec.checksum,
-// ETCDSnapshotFile cluster-scoped) and helm-controller v0.17.1's
-// (pkg/crds/yaml/generated/helm.cattle.io_{helmcharts,helmchartconfigs}.yaml:
-// both namespaced, HelmChart with short name hc).
+// k3sCRDs are the CRDs a server registers at start (k3s-io/k3s
+// pkg/server/context.go@v1.35.5+k3s1 registerCRDs: k3s-io/api's and
+// helm-controller's crds.List, at the versions go.mod@v1.35.5+k3s1 pins).
+// k3s-io/api v0.1.4 pkg/crds/yaml/generated/k3s.cattle.io_{addons,etcdsnapshotfiles}.yaml:
+// Addon namespaced with spec.source and spec.checksum, ETCDSnapshotFile
+// cluster-scoped. helm-controller v0.17.1
+// pkg/crds/yaml/generated/helm.cattle.io_{helmcharts,helmchartconfigs}.yaml:
+// both namespaced, short names hc and hcc, HelmChart with a status
+// subresource. Names, scopes, printer columns, subresources and
+// controller-gen's annotation are theirs; the schemas other than Addon's
+// keep unknown fields (see the file's comment).
 func k3sCRDs() []*unstructured.Unstructured {
 	str := map[string]any{"type": "string"}
 	open := map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}
-	crd := func(group, kind, plural, scope string, shortNames []string, columns []any, props map[string]any) *unstructured.Unstructured {
+	crd := func(group, kind, plural, scope, generator string, shortNames []string, columns []any, subresources map[string]any, props map[string]any) *unstructured.Unstructured {
 		names := map[string]any{"kind": kind, "listKind": kind + "List", "plural": plural, "singular": strings.ToLower(kind)}
 		if len(shortNames) > 0 {
 			var sn []any
@@ -556,27 +642,36 @@ func k3sCRDs() []*unstructured.Unstructured {
 		if len(columns) > 0 {
 			version["additionalPrinterColumns"] = columns
 		}
+		if subresources != nil {
+			version["subresources"] = subresources
+		}
 		return &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-			"metadata": map[string]any{"name": plural + "." + group},
-			"spec":     map[string]any{"group": group, "names": names, "scope": scope, "versions": []any{version}},
+			"metadata": map[string]any{"name": plural + "." + group,
+				"annotations": map[string]any{"controller-gen.kubebuilder.io/version": generator}},
+			"spec": map[string]any{"group": group, "names": names, "scope": scope, "versions": []any{version}},
 		}}
 	}
-	// Every printer column of these CRDs is a string.
-	col := func(name, path string) any {
-		return map[string]any{"name": name, "jsonPath": path, "type": "string"}
+	col := func(name, path, typ string) map[string]any {
+		return map[string]any{"name": name, "jsonPath": path, "type": typ}
 	}
+	job := col("Job", ".status.jobName", "string")
+	job["priority"] = int64(10)
 	return []*unstructured.Unstructured{
-		crd("k3s.cattle.io", "Addon", "addons", "Namespaced", nil,
-			[]any{col("Source", ".spec.source"), col("Checksum", ".spec.checksum")},
+		crd("k3s.cattle.io", "Addon", "addons", "Namespaced", "v0.17.3", nil,
+			[]any{col("Source", ".spec.source", "string"), col("Checksum", ".spec.checksum", "string")}, map[string]any{},
 			map[string]any{"spec": map[string]any{"type": "object", "properties": map[string]any{"source": str, "checksum": str}}}),
-		crd("k3s.cattle.io", "ETCDSnapshotFile", "etcdsnapshotfiles", "Cluster", nil,
-			[]any{col("SnapshotName", ".spec.snapshotName"), col("Node", ".spec.nodeName"), col("Location", ".spec.location")},
+		crd("k3s.cattle.io", "ETCDSnapshotFile", "etcdsnapshotfiles", "Cluster", "v0.17.3", nil,
+			[]any{col("SnapshotName", ".spec.snapshotName", "string"), col("Node", ".spec.nodeName", "string"), col("Location", ".spec.location", "string"),
+				col("Size", ".status.size", "string"), col("CreationTime", ".status.creationTime", "date")}, map[string]any{},
 			map[string]any{"spec": open, "status": open}),
-		crd("helm.cattle.io", "HelmChart", "helmcharts", "Namespaced", []string{"hc"},
-			[]any{col("Repo", ".spec.repo"), col("Chart", ".spec.chart"), col("Version", ".spec.version")},
+		crd("helm.cattle.io", "HelmChart", "helmcharts", "Namespaced", "v0.19.0", []string{"hc"},
+			[]any{col("Repo", ".spec.repo", "string"), col("Chart", ".spec.chart", "string"), col("Version", ".spec.version", "string"),
+				col("TargetNamespace", ".spec.targetNamespace", "string"), col("Bootstrap", ".spec.bootstrap", "boolean"),
+				col("Failed", ".status.conditions[?(@.type=='Failed')].status", "string"), job},
+			map[string]any{"status": map[string]any{}},
 			map[string]any{"spec": open, "status": open}),
-		crd("helm.cattle.io", "HelmChartConfig", "helmchartconfigs", "Namespaced", nil, nil,
+		crd("helm.cattle.io", "HelmChartConfig", "helmchartconfigs", "Namespaced", "v0.19.0", []string{"hcc"}, nil, nil,
 			map[string]any{"spec": open}),
 	}
 }
@@ -616,16 +711,22 @@ func crdEstablished(u *unstructured.Unstructured) bool {
 	return false
 }
 
-// setClusterDNS creates kube-system/cluster-dns unless it exists.
-func setClusterDNS(ctx context.Context, cs kubernetes.Interface, clusterDNS, clusterDomain string) error {
+// setClusterDNS creates kube-system/cluster-dns unless it exists, and
+// returns the line k3s's setClusterDNSConfig logs for either (k3s-io/k3s
+// pkg/server/server.go@v1.35.5+k3s1, read at 6a4781ad).
+func setClusterDNS(ctx context.Context, cs kubernetes.Interface, clusterDNS, clusterDomain string) (string, error) {
 	cm := &corev1.ConfigMap{
 		ObjectMeta: systemMeta("cluster-dns"),
 		Data:       map[string]string{"clusterDNS": clusterDNS, "clusterDomain": clusterDomain},
 	}
-	if _, err := cs.CoreV1().ConfigMaps(metav1.NamespaceSystem).Create(ctx, cm, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating the cluster-dns ConfigMap: %w", err)
+	_, err := cs.CoreV1().ConfigMaps(metav1.NamespaceSystem).Create(ctx, cm, metav1.CreateOptions{})
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		return "Cluster dns configmap already exists", nil
+	case err != nil:
+		return "", fmt.Errorf("creating the cluster-dns ConfigMap: %w", err)
 	}
-	return nil
+	return "Cluster dns configmap has been set successfully", nil
 }
 
 // deployer is k3s's deploy controller over one directory.
@@ -654,17 +755,12 @@ func (d *deployer) run(ctx context.Context, dir string) {
 	}, deployInterval)
 }
 
-// pass is one listing of dir: disabled files go with their objects,
-// changed ones (all of them when force) are applied.
+// pass is one listing of dir, as k3s's watcher.listFilesIn makes it
+// (k3s-io/k3s pkg/deploy/controller.go@v1.35.5+k3s1, read at 6a4781ad):
+// disabled files go with their objects, changed ones (all of them when
+// force) are applied.
 func (d *deployer) pass(ctx context.Context, dir string, force bool) error {
-	files := map[string]os.FileInfo{}
-	err := filepath.Walk(dir, func(path string, info os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		files[path] = info
-		return nil
-	})
+	files, err := manifestFiles(dir)
 	if err != nil {
 		return err
 	}
@@ -679,10 +775,9 @@ func (d *deployer) pass(ctx context.Context, dir string, force bool) error {
 	sort.Strings(paths)
 	var errs []error
 	for _, path := range paths {
+		// Directories too, as k3s: one named like a manifest is deployed,
+		// and reading it fails.
 		info := files[path]
-		if info.IsDir() {
-			continue
-		}
 		if disabledFile(dir, path, d.disabled) {
 			if err := d.remove(ctx, path); err != nil {
 				errs = append(errs, fmt.Errorf("failed to delete %s: %w", path, err))
@@ -692,7 +787,7 @@ func (d *deployer) pass(ctx context.Context, dir string, force bool) error {
 		if skipFile(info.Name(), skips) {
 			continue
 		}
-		if !force && info.ModTime().Equal(d.modTime[path]) && !info.ModTime().Equal(time.Unix(0, 0)) {
+		if !d.changed(path, info, force) {
 			continue
 		}
 		if err := d.deploy(ctx, path, !force); err != nil {
@@ -704,6 +799,49 @@ func (d *deployer) pass(ctx context.Context, dir string, force bool) error {
 	return errors.Join(errs...)
 }
 
+// changed: a file is applied when forced or when its mtime is not the one
+// it had when last applied, whatever that mtime is (k3d's rewrite of
+// coredns.yaml has the Unix epoch: its tar header has no ModTime).
+func (d *deployer) changed(path string, info os.FileInfo, force bool) bool {
+	return force || !info.ModTime().Equal(d.modTime[path])
+}
+
+// manifestFiles is every file and directory under base, each by its path,
+// with what Lstat says of it. A symlink to a directory met on the way is
+// also followed: what is under the directory it resolves to is listed by
+// that path, without following the links in there; an error in there is
+// passed over, one resolving the link is not (k3s's listFilesIn).
+func manifestFiles(base string) (map[string]os.FileInfo, error) {
+	files := map[string]os.FileInfo{}
+	err := filepath.Walk(base, func(path string, info os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		if info.Mode()&os.ModeSymlink != 0 {
+			linkInfo, err := os.Stat(path)
+			if err != nil {
+				return err
+			}
+			if linkInfo.IsDir() {
+				evalPath, err := filepath.EvalSymlinks(path)
+				if err != nil {
+					return err
+				}
+				_ = filepath.Walk(evalPath, func(path string, info os.FileInfo, err error) error {
+					if err != nil {
+						return err
+					}
+					files[path] = info
+					return nil
+				})
+			}
+		}
+		files[path] = info
+		return nil
+	})
+	return files, err
+}
+
 func isManifest(name string) bool {
 	n := strings.ToLower(name)
 	return strings.HasSuffix(n, ".yaml") || strings.HasSuffix(n, ".yml") || strings.HasSuffix(n, ".json")
@@ -713,10 +851,14 @@ func skipFile(name string, skips map[string]bool) bool {
 	return strings.HasPrefix(name, ".") || skips[name] || !isManifest(name)
 }
 
-// disabledFile: a file under a directory named after a disabled
-// component, or a manifest whose name less its extension is one.
+// disabledFile is k3s's shouldDisableFile: a file under a directory whose
+// path from base names a disabled component, or a manifest whose name
+// less its extension is one. The path is cut at base as text, so each
+// starts with an empty element, and one outside base (from a symlinked
+// directory) is taken whole: --disable with an empty item (",") disables
+// every file.
 func disabledFile(base, path string, disabled map[string]bool) bool {
-	rel := strings.Split(strings.TrimPrefix(strings.TrimPrefix(path, base), string(os.PathSeparator)), string(os.PathSeparator))
+	rel := strings.Split(strings.TrimPrefix(path, base), string(os.PathSeparator))
 	for i := 1; i < len(rel); i++ {
 		if disabled[filepath.Join(rel[:i]...)] {
 			return true
@@ -747,29 +889,36 @@ func objectsetLabels(addon string) (annotations map[string]string, hash string) 
 	return annotations, hex.EncodeToString(h.Sum(nil))
 }
 
-// addon is the file's Addon; a missing one is created when create is set
-// (k3s makes it before applying, to record events on), else returned
-// unsaved (removing only reads its GVKs), as getOrCreateAddon and deploy do.
-func (d *deployer) addon(ctx context.Context, name string, create bool) (*unstructured.Unstructured, error) {
+// addon is the file's Addon, or a new one, unsaved, when it has none, as
+// getOrCreateAddon returns it.
+func (d *deployer) addon(ctx context.Context, name string) (*unstructured.Unstructured, error) {
 	a, err := d.dyn.Resource(addonGVR).Namespace(metav1.NamespaceSystem).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		a = &unstructured.Unstructured{Object: map[string]any{
+		return &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "k3s.cattle.io/v1", "kind": "Addon",
 			"metadata": map[string]any{"name": name, "namespace": metav1.NamespaceSystem},
-		}}
-		if !create {
-			return a, nil
-		}
-		return d.dyn.Resource(addonGVR).Namespace(metav1.NamespaceSystem).Create(ctx, a, metav1.CreateOptions{})
+		}}, nil
 	}
 	return a, err
 }
 
-// deploy applies one manifest file and records it in its Addon.
+// deploy applies one manifest file and records it in its Addon. As k3s's
+// deploy does, the Addon's spec.source is the file's path before anything
+// else, and a new Addon is created with it before the file is read (k3s
+// records its events on it), so a file that cannot be read or parsed
+// leaves an Addon with its source and no checksum.
 func (d *deployer) deploy(ctx context.Context, path string, compareChecksum bool) error {
-	addon, err := d.addon(ctx, addonName(path), true)
+	addon, err := d.addon(ctx, addonName(path))
 	if err != nil {
 		return err
+	}
+	if err := unstructured.SetNestedField(addon.Object, path, "spec", "source"); err != nil {
+		return err
+	}
+	if addon.GetUID() == "" {
+		if addon, err = d.dyn.Resource(addonGVR).Namespace(metav1.NamespaceSystem).Create(ctx, addon, metav1.CreateOptions{}); err != nil {
+			return err
+		}
 	}
 	content, err := os.ReadFile(path)
 	if err != nil {
@@ -834,9 +983,6 @@ func (d *deployer) deploy(ctx context.Context, path string, compareChecksum bool
 	}
 	ann[addonGVKAnnotation] = strings.Join(gvkStrings, ";")
 	addon.SetAnnotations(ann)
-	if err := unstructured.SetNestedField(addon.Object, path, "spec", "source"); err != nil {
-		return err
-	}
 	if err := unstructured.SetNestedField(addon.Object, checksum, "spec", "checksum"); err != nil {
 		return err
 	}
@@ -848,7 +994,7 @@ func (d *deployer) deploy(ctx context.Context, path string, compareChecksum bool
 // Addon.
 func (d *deployer) remove(ctx context.Context, path string) error {
 	name := addonName(path)
-	addon, err := d.addon(ctx, name, false)
+	addon, err := d.addon(ctx, name)
 	if err != nil {
 		return err
 	}
@@ -1030,17 +1176,32 @@ func keepNodeHosts(ctx context.Context, cs kubernetes.Interface) {
 	}, nodeHostsRelist)
 }
 
-// updateNodeHosts sets (or, removed, drops) node's line in NodeHosts.
+// updateNodeHosts sets (or, removed, drops) node's entries in NodeHosts,
+// as k3s's handler does (updateCoreDNSConfigMap, see nodeHosts): an
+// entry per InternalIP family, named by the node and, where it differs, its
+// Hostname address; a node with no InternalIP is left alone.
 func updateNodeHosts(ctx context.Context, cs kubernetes.Interface, node *corev1.Node, removed bool) error {
-	var addr string
+	var n hostsNode
+	n.name = node.Name
+	hostName := ""
 	for _, a := range node.Status.Addresses {
-		if a.Type == corev1.NodeInternalIP {
-			addr = a.Address
-			break
+		switch a.Type {
+		case corev1.NodeInternalIP:
+			if strings.Contains(a.Address, ":") {
+				n.ipv6 = a.Address
+			} else {
+				n.ipv4 = a.Address
+			}
+		case corev1.NodeHostName:
+			hostName = a.Address
 		}
 	}
-	if addr == "" {
+	if !removed && n.ipv4 == "" && n.ipv6 == "" {
 		return nil
+	}
+	n.names = node.Name
+	if hostName != node.Name {
+		n.names += " " + hostName
 	}
 	cm, err := cs.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(ctx, "coredns", metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -1049,7 +1210,7 @@ func updateNodeHosts(ctx context.Context, cs kubernetes.Interface, node *corev1.
 	if err != nil {
 		return err
 	}
-	hosts, changed := nodeHosts(cm.Data["NodeHosts"], node.Name, addr, removed)
+	hosts, changed := nodeHosts(cm.Data["NodeHosts"], n, removed)
 	if !changed {
 		return nil
 	}
@@ -1060,49 +1221,73 @@ func updateNodeHosts(ctx context.Context, cs kubernetes.Interface, node *corev1.
 	if _, err := cs.CoreV1().ConfigMaps(metav1.NamespaceSystem).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		return err
 	}
-	action := "Updated"
+	action := "Synced"
 	if removed {
 		action = "Removed"
 	}
-	logf("%s coredns node hosts entry [%s %s]", action, addr, node.Name)
+	logf("%s coredns NodeHosts entries for %s", action, node.Name)
 	return nil
 }
 
-// nodeHosts is hosts with node's line set to addr (or gone, removed):
-// lines of two fields by host name, other lines dropped as k3s does.
-func nodeHosts(hosts, node, addr string, removed bool) (string, bool) {
-	byHost := map[string]string{}
-	var order []string
-	present := false
-	for _, line := range strings.Split(hosts, "\n") {
-		f := strings.Fields(line)
-		if len(f) != 2 {
-			continue
-		}
-		if f[1] == node {
-			if !removed && f[0] == addr {
-				return hosts, false
-			}
-			present = true
-			continue
-		}
-		if _, dup := byHost[f[1]]; !dup {
-			order = append(order, f[1])
-		}
-		byHost[f[1]] = f[0]
+// hostsNode is what NodeHosts holds of a node: its InternalIP of each
+// family ("" for none) and the names they resolve to.
+type hostsNode struct{ name, names, ipv4, ipv6 string }
+
+// nodeHosts is hosts with node's entries set (or, removed, dropped) as
+// k3s-io/k3s pkg/node/controller.go@v1.35.5+k3s1 updateCoreDNSConfigMap
+// sets them (read at 6a4781ad). Each line, cut at "#", with at least two
+// fields is an address and its names, keyed by address (a later line of an
+// address replaces an earlier one); a line whose first name is the node's
+// and whose address is not the node's of that family is dropped. When the
+// node's addresses already carry its names nothing changes; else its
+// entries are set and the lines written sorted by address (bytes of
+// net.ParseIP). A removed node has no addresses, so only its lines go.
+func nodeHosts(hosts string, n hostsNode, removed bool) (string, bool) {
+	if removed {
+		n.ipv4, n.ipv6 = "", ""
 	}
-	if removed && !present {
+	byAddr := map[string]string{}
+	for _, line := range strings.Split(hosts, "\n") {
+		line, _, _ = strings.Cut(line, "#")
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		ip := f[0]
+		if f[1] == n.name {
+			own := n.ipv4
+			if strings.Contains(ip, ":") {
+				own = n.ipv6
+			}
+			if ip != own {
+				continue
+			}
+		}
+		byAddr[ip] = strings.Join(f[1:], " ")
+	}
+	var names4, names6 string
+	if n.ipv4 != "" {
+		names4 = n.names
+	}
+	if n.ipv6 != "" {
+		names6 = n.names
+	}
+	if !removed && byAddr[n.ipv4] == names4 && byAddr[n.ipv6] == names6 {
 		return hosts, false
 	}
-	if !removed {
-		order = append(order, node)
-		byHost[node] = addr
+	if n.ipv4 != "" {
+		byAddr[n.ipv4] = names4
 	}
+	if n.ipv6 != "" {
+		byAddr[n.ipv6] = names6
+	}
+	addrs := slices.Collect(maps.Keys(byAddr))
+	sort.Slice(addrs, func(i, j int) bool { return bytes.Compare(net.ParseIP(addrs[i]), net.ParseIP(addrs[j])) < 0 })
 	var b strings.Builder
-	for _, h := range order {
-		b.WriteString(byHost[h] + " " + h + "\n")
+	for _, ip := range addrs {
+		b.WriteString(ip + " " + byAddr[ip] + "\n")
 	}
-	return b.String(), true
+	return b.String(), b.String() != hosts
 }
 
 // dnsFamilyPolicy is the kube-dns Service's ipFamilyPolicy: RequireDualStack

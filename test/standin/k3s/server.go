@@ -23,14 +23,14 @@ import (
 const (
 	localKubeconfig = "/etc/rancher/k3s/k3s.yaml"
 	// serverDir is k3s's server data dir, laid out as k3s lays it out
-	// (k3s-io/k3s pkg/daemons/control/deps/deps.go@09ac65a
-	// CreateRuntimeCertFiles): the CAs and certificates in tls/, the admin
-	// kubeconfig in cred/, the datastore in db/ (embedded etcd in db/etcd);
-	// a CA whose files exist is kept at start (createSigningCertKey, same
-	// file).
+	// (k3s-io/k3s pkg/daemons/control/deps/deps.go@v1.35.5+k3s1
+	// CreateRuntimeCertFiles, read at 6a4781ad): the CAs and certificates
+	// in tls/, the admin kubeconfig in cred/; the datastore in db/
+	// (embedded etcd in db/etcd: pkg/etcd/etcd.go@v1.35.5+k3s1 dbDir); a
+	// CA whose files exist is kept at start (deps.go createSigningCertKey).
 	// Only db/ is on a lane's server.datastoreOnTmpfs mount: tls/ and
 	// cred/ are in the image's VOLUME /var/lib/rancher/k3s
-	// (k3s-io/k3s package/Dockerfile@09ffe1b), so a restarted server keeps
+	// (k3s-io/k3s package/Dockerfile@v1.35.5+k3s1), so a restarted server keeps
 	// its CA and the credentials handed out before, and with its
 	// datastore on a tmpfs starts on an empty one.
 	serverDir = "/var/lib/rancher/k3s/server"
@@ -69,8 +69,7 @@ func runServer(ctx context.Context, f k3sFlags) error {
 	}
 	// k3s checks this in the agent half every server runs, after its
 	// control plane started; it exits either way.
-	ips = clusterFamilyFirst(ips, nets.clusterCIDRs)
-	if err := validateFamilies(nets.clusterCIDRs, nets.serviceCIDRs, ips); err != nil {
+	if ips, err = agentAddresses(ips, nets.clusterCIDRs, nets.serviceCIDRs); err != nil {
 		return err
 	}
 	serviceCIDR, clusterCIDR := joinIPNets(nets.serviceCIDRs), joinIPNets(nets.clusterCIDRs)
@@ -164,7 +163,7 @@ func runServer(ctx context.Context, f k3sFlags) error {
 	labels["node-role.kubernetes.io/control-plane"] = "true"
 	keeper := &nodeKeeper{client: client, name: hostname, labels: labels}
 	logf("k3s is up and running")
-	logf("Cluster dns configmap has been set successfully")
+	logf("%s", pk.clusterDNSLine)
 
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Wait(ctx) }()
@@ -244,8 +243,8 @@ func serverSANs(hostname string, tlsSANs []string, ips []net.IP) []string {
 // apiserverListen is where kube-apiserver listens and what the stand-in adds
 // to its defaults. k3s serves 6443 from its supervisor and binds
 // kube-apiserver to its loopback (::1 when the primary service CIDR is
-// IPv6: loopbackFor; k3s-io/k3s pkg/daemons/control/server.go apiServer,
-// stored version id 7922222668), setting --advertise-address from
+// IPv6: loopbackFor; k3s-io/k3s pkg/daemons/control/server.go@v1.35.5+k3s1
+// apiServer, read at 6a4781ad), setting --advertise-address from
 // --node-external-ip, else --node-ip (or --advertise-address; the
 // stand-in takes no --node-external-ip, and the product passes none);
 // kube-apiserver resolves its advertised address

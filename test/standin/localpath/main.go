@@ -1,13 +1,3 @@
-// Command local-path-provisioner stands in for rancher/local-path-provisioner
-// v0.0.36, the version k3s v1.35.5+k3s1 deploys (its release's "Embedded
-// Component Versions"), whose module the proxy refuses. It runs the same
-// controller library at the version v0.0.36 pins
-// (sigs.k8s.io/sig-storage-lib-external-provisioner/v11 v11.0.1, go.mod@v0.0.36),
-// so which claims are provisioned, how PVs are named, bound and released,
-// retries and events are the library's; the provisioner it drives is
-// written here from main.go, provisioner.go and util.go@v0.0.36: the same
-// command line, config file, helper pods and PersistentVolumes. Nothing in
-// it knows the rig.
 package main
 
 import (
@@ -48,6 +38,11 @@ const (
 
 	defaultConfigFileKey    = "config.json"
 	defaultHelperPodFileKey = "helperPod.yaml"
+
+	// version: upstream's image prints its tag (main.VERSION, set by
+	// rancher/local-path-provisioner scripts/build@v0.0.36); the
+	// stand-in's says it is a stand-in.
+	version = "v0.0.36-standin"
 )
 
 func startCmd() cli.Command {
@@ -55,19 +50,19 @@ func startCmd() cli.Command {
 		Name: "start",
 		Flags: []cli.Flag{
 			cli.StringFlag{Name: flagConfigFile, Usage: "Required. Provisioner configuration file."},
-			cli.StringFlag{Name: flagProvisionerName, EnvVar: "PROVISIONER_NAME", Value: "rancher.io/local-path"},
-			cli.StringFlag{Name: flagNamespace, EnvVar: "POD_NAMESPACE", Value: "local-path-storage"},
-			cli.StringFlag{Name: flagHelperImage, EnvVar: "HELPER_IMAGE", Value: "rancher/library-busybox:1.32.1"},
-			cli.StringFlag{Name: flagKubeconfig},
-			cli.StringFlag{Name: flagConfigMapName, Value: "local-path-config"},
-			cli.StringFlag{Name: flagServiceAccountName, EnvVar: "SERVICE_ACCOUNT_NAME", Value: "local-path-provisioner-service-account"},
-			cli.StringFlag{Name: flagHelperPodFile},
-			cli.IntFlag{Name: flagWorkerThreads, Value: pvController.DefaultThreadiness},
-			cli.IntFlag{Name: flagProvisioningRetries, Value: pvController.DefaultFailedProvisionThreshold},
-			cli.IntFlag{Name: flagDeletionRetries, Value: pvController.DefaultFailedDeleteThreshold},
-			cli.BoolFlag{Name: flagAllowUnsafeHelperPod, EnvVar: "ALLOW_UNSAFE_HELPER_POD_TEMPLATE"},
-			cli.IntFlag{Name: flagKubeClientBurst, Value: rest.DefaultBurst},
-			cli.Float64Flag{Name: flagKubeClientQPS, Value: float64(rest.DefaultQPS)},
+			cli.StringFlag{Name: flagProvisionerName, Usage: "Required. Specify Provisioner name.", EnvVar: "PROVISIONER_NAME", Value: "rancher.io/local-path"},
+			cli.StringFlag{Name: flagNamespace, Usage: "Required. The namespace that Provisioner is running in", EnvVar: "POD_NAMESPACE", Value: "local-path-storage"},
+			cli.StringFlag{Name: flagHelperImage, Usage: "Required. The helper image used for create/delete directories on the host", EnvVar: "HELPER_IMAGE", Value: "rancher/library-busybox:1.32.1"},
+			cli.StringFlag{Name: flagKubeconfig, Usage: "Paths to a kubeconfig. Only required when it is out-of-cluster."},
+			cli.StringFlag{Name: flagConfigMapName, Usage: "Required. Specify configmap name.", Value: "local-path-config"},
+			cli.StringFlag{Name: flagServiceAccountName, Usage: "Required. The ServiceAccountName for deployment", EnvVar: "SERVICE_ACCOUNT_NAME", Value: "local-path-provisioner-service-account"},
+			cli.StringFlag{Name: flagHelperPodFile, Usage: "Paths to the Helper pod yaml file"},
+			cli.IntFlag{Name: flagWorkerThreads, Usage: "Number of provisioner worker threads.", Value: pvController.DefaultThreadiness},
+			cli.IntFlag{Name: flagProvisioningRetries, Usage: "Number of retries of failed volume provisioning. 0 means retry indefinitely.", Value: pvController.DefaultFailedProvisionThreshold},
+			cli.IntFlag{Name: flagDeletionRetries, Usage: "Number of retries of failed volume deletion. 0 means retry indefinitely.", Value: pvController.DefaultFailedDeleteThreshold},
+			cli.BoolFlag{Name: flagAllowUnsafeHelperPod, Usage: "Allow helper pod templates to set unsafe pod fields such as securityContext or custom volumes.", EnvVar: "ALLOW_UNSAFE_HELPER_POD_TEMPLATE"},
+			cli.IntFlag{Name: flagKubeClientBurst, Usage: "Burst value for kubernetes client.", Value: rest.DefaultBurst},
+			cli.Float64Flag{Name: flagKubeClientQPS, Usage: "QPS value for kubernetes client.", Value: float64(rest.DefaultQPS)},
 		},
 		Action: func(c *cli.Context) {
 			if err := startDaemon(c); err != nil {
@@ -77,7 +72,24 @@ func startCmd() cli.Command {
 	}
 }
 
-// loadConfig: --kubeconfig, then $KUBECONFIG, ~/.kube/config, in-cluster.
+// inClusterConfig is rest.InClusterConfig; a test gives its own, as only
+// a pod has the service account's token.
+var inClusterConfig = rest.InClusterConfig
+
+// homeDir is rancher/local-path-provisioner main.go@v0.0.36's: $HOME,
+// else $USERPROFILE, else "" (and then .kube/config is relative to the
+// working directory).
+func homeDir() string {
+	if h := os.Getenv("HOME"); h != "" {
+		return h
+	}
+	return os.Getenv("USERPROFILE")
+}
+
+// loadConfig keeps rancher/local-path-provisioner main.go@v0.0.36
+// loadConfig's order: --kubeconfig, the first file of $KUBECONFIG that
+// exists, in-cluster, and only then ~/.kube/config (which must exist), so
+// a pod with a kubeconfig in its home still talks to its own cluster.
 func loadConfig(kubeconfig string) (*rest.Config, error) {
 	if kubeconfig != "" {
 		return clientcmd.BuildConfigFromFlags("", kubeconfig)
@@ -89,15 +101,22 @@ func loadConfig(kubeconfig string) (*rest.Config, error) {
 			}
 		}
 	}
-	if home, err := os.UserHomeDir(); err == nil {
-		if f := filepath.Join(home, ".kube", "config"); fileExists(f) {
-			return clientcmd.BuildConfigFromFlags("", f)
-		}
+	if c, err := inClusterConfig(); err == nil {
+		return c, nil
 	}
-	return clientcmd.BuildConfigFromFlags("", "")
+	return clientcmd.BuildConfigFromFlags("", filepath.Join(homeDir(), clientcmd.RecommendedHomeDir, clientcmd.RecommendedFileName))
 }
 
-func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+// clientConfig is the client config with the command line's burst and QPS.
+func clientConfig(c *cli.Context) (*rest.Config, error) {
+	cfg, err := loadConfig(c.String(flagKubeconfig))
+	if err != nil {
+		return nil, fmt.Errorf("unable to get client config: %w", err)
+	}
+	cfg.Burst = c.Int(flagKubeClientBurst)
+	cfg.QPS = float32(c.Float64(flagKubeClientQPS))
+	return cfg, nil
+}
 
 func fromConfigMap(ctx context.Context, cs kubernetes.Interface, namespace, name, key string) (string, error) {
 	cm, err := cs.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
@@ -111,70 +130,103 @@ func fromConfigMap(ctx context.Context, cs kubernetes.Interface, namespace, name
 	return v, nil
 }
 
+// settings is what start runs with, the command line checked.
+type settings struct {
+	provisionerName, namespace, configMapName, configFile string
+	helperImage, serviceAccount, helperPodYAML            string
+	provisioningRetries, deletionRetries, workerThreads   int
+	allowUnsafeHelperPod                                  bool
+}
+
+// startSettings checks the command line in rancher/local-path-provisioner
+// main.go@v0.0.36 startDaemon's order, so that of two faults the same one
+// is reported: the config is looked up before the helper image and service
+// account are checked.
+// The helper image is checked but, as upstream, used nowhere: the helper
+// pod template names its own.
+func startSettings(ctx context.Context, c *cli.Context, cs kubernetes.Interface) (*settings, error) {
+	s := &settings{provisionerName: c.String(flagProvisionerName), namespace: c.String(flagNamespace), configMapName: c.String(flagConfigMapName)}
+	if s.provisionerName == "" {
+		return nil, fmt.Errorf("invalid empty flag %v", flagProvisionerName)
+	}
+	if s.namespace == "" {
+		return nil, fmt.Errorf("invalid empty flag %v", flagNamespace)
+	}
+	if s.configMapName == "" {
+		return nil, fmt.Errorf("invalid empty flag %v", flagConfigMapName)
+	}
+	var err error
+	if s.configFile = c.String(flagConfigFile); s.configFile == "" {
+		if s.configFile, err = fromConfigMap(ctx, cs, s.namespace, s.configMapName, defaultConfigFileKey); err != nil {
+			return nil, fmt.Errorf("invalid empty flag %v and it also does not exist at ConfigMap %v/%v with err: %v", flagConfigFile, s.namespace, s.configMapName, err)
+		}
+	}
+	if s.helperImage = c.String(flagHelperImage); s.helperImage == "" {
+		return nil, fmt.Errorf("invalid empty flag %v", flagHelperImage)
+	}
+	if s.serviceAccount = c.String(flagServiceAccountName); s.serviceAccount == "" {
+		return nil, fmt.Errorf("invalid empty flag %v", flagServiceAccountName)
+	}
+	if f := c.String(flagHelperPodFile); f != "" {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("could not open file %v with err: %v", f, err)
+		}
+		s.helperPodYAML = string(b)
+	} else if s.helperPodYAML, err = fromConfigMap(ctx, cs, s.namespace, s.configMapName, defaultHelperPodFileKey); err != nil {
+		return nil, fmt.Errorf("invalid empty flag %v and it also does not exist at ConfigMap %v/%v with err: %v", flagHelperPodFile, s.namespace, s.configMapName, err)
+	}
+	if s.provisioningRetries = c.Int(flagProvisioningRetries); s.provisioningRetries < 0 {
+		return nil, fmt.Errorf("invalid negative integer flag %v", flagProvisioningRetries)
+	}
+	if s.deletionRetries = c.Int(flagDeletionRetries); s.deletionRetries < 0 {
+		return nil, fmt.Errorf("invalid negative integer flag %v", flagDeletionRetries)
+	}
+	if s.workerThreads = c.Int(flagWorkerThreads); s.workerThreads <= 0 {
+		return nil, fmt.Errorf("invalid zero or negative integer flag %v", flagWorkerThreads)
+	}
+	s.allowUnsafeHelperPod = c.Bool(flagAllowUnsafeHelperPod)
+	return s, nil
+}
+
 func startDaemon(c *cli.Context) error {
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer cancel()
-	cfg, err := loadConfig(c.String(flagKubeconfig))
+	cfg, err := clientConfig(c)
 	if err != nil {
-		return fmt.Errorf("unable to get client config: %w", err)
+		return err
 	}
-	cfg.Burst = c.Int(flagKubeClientBurst)
-	cfg.QPS = float32(c.Float64(flagKubeClientQPS))
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("unable to get k8s client: %w", err)
 	}
-	for _, f := range []string{flagProvisionerName, flagNamespace, flagConfigMapName, flagHelperImage, flagServiceAccountName} {
-		if c.String(f) == "" {
-			return fmt.Errorf("invalid empty flag %v", f)
-		}
-	}
-	namespace, cmName := c.String(flagNamespace), c.String(flagConfigMapName)
-	configFile := c.String(flagConfigFile)
-	if configFile == "" {
-		if configFile, err = fromConfigMap(ctx, cs, namespace, cmName, defaultConfigFileKey); err != nil {
-			return fmt.Errorf("invalid empty flag %v and it also does not exist at ConfigMap %v/%v with err: %v", flagConfigFile, namespace, cmName, err)
-		}
-	}
-	var helperPodYAML string
-	if f := c.String(flagHelperPodFile); f != "" {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return fmt.Errorf("could not open file %v with err: %v", f, err)
-		}
-		helperPodYAML = string(b)
-	} else if helperPodYAML, err = fromConfigMap(ctx, cs, namespace, cmName, defaultHelperPodFileKey); err != nil {
-		return fmt.Errorf("invalid empty flag %v and it also does not exist at ConfigMap %v/%v with err: %v", flagHelperPodFile, namespace, cmName, err)
-	}
-	if c.Int(flagProvisioningRetries) < 0 {
-		return fmt.Errorf("invalid negative integer flag %v", flagProvisioningRetries)
-	}
-	if c.Int(flagDeletionRetries) < 0 {
-		return fmt.Errorf("invalid negative integer flag %v", flagDeletionRetries)
-	}
-	if c.Int(flagWorkerThreads) <= 0 {
-		return fmt.Errorf("invalid zero or negative integer flag %v", flagWorkerThreads)
-	}
-	p, err := newProvisioner(ctx, cs, configFile, namespace, c.String(flagServiceAccountName), cmName, helperPodYAML, c.Bool(flagAllowUnsafeHelperPod))
+	s, err := startSettings(ctx, c, cs)
 	if err != nil {
 		return err
 	}
-	pc := pvController.NewProvisionController(ctx, cs, c.String(flagProvisionerName), p,
+	p, err := newProvisioner(ctx, cs, s.configFile, s.namespace, s.serviceAccount, s.configMapName, s.helperPodYAML, s.allowUnsafeHelperPod)
+	if err != nil {
+		return err
+	}
+	pc := pvController.NewProvisionController(ctx, cs, s.provisionerName, p,
 		pvController.LeaderElection(false),
-		pvController.FailedProvisionThreshold(c.Int(flagProvisioningRetries)),
-		pvController.FailedDeleteThreshold(c.Int(flagDeletionRetries)),
-		pvController.Threadiness(c.Int(flagWorkerThreads)),
+		pvController.FailedProvisionThreshold(s.provisioningRetries),
+		pvController.FailedDeleteThreshold(s.deletionRetries),
+		pvController.Threadiness(s.workerThreads),
 	)
 	pc.Run(ctx)
 	return nil
 }
 
-func main() {
-	logrus.SetFormatter(&logrus.TextFormatter{FullTimestamp: true})
+// newApp is rancher/local-path-provisioner main.go@v0.0.36's app. An
+// unknown command, and a usage error before the command, panic there
+// (cmdNotFound, onUsageError): the process dies with Go's exit status 2,
+// which a pod's restarts show.
+func newApp() *cli.App {
 	a := cli.NewApp()
-	a.Version = "v0.0.36-standin"
-	a.Usage = "Local Path Provisioner (sriov-lane stand-in)"
-	a.Flags = []cli.Flag{cli.BoolFlag{Name: "debug, d", EnvVar: "RANCHER_DEBUG"}}
+	a.Version = version
+	a.Usage = "Local Path Provisioner"
+	a.Flags = []cli.Flag{cli.BoolFlag{Name: "debug, d", Usage: "enable debug logging level", EnvVar: "RANCHER_DEBUG"}}
 	a.Before = func(c *cli.Context) error {
 		if c.GlobalBool("debug") {
 			logrus.SetLevel(logrus.DebugLevel)
@@ -183,13 +235,18 @@ func main() {
 	}
 	a.Commands = []cli.Command{startCmd()}
 	a.CommandNotFound = func(_ *cli.Context, command string) {
-		logrus.Fatalf("Unrecognized command: %s", command)
+		panic(fmt.Errorf("unrecognized command: %s", command))
 	}
 	a.OnUsageError = func(_ *cli.Context, err error, _ bool) error {
-		logrus.Fatalf("Usage error, please check your command")
-		return err
+		//nolint:staticcheck // ST1005: upstream's message, word for word (errors.Wrap in rancher/local-path-provisioner main.go@v0.0.36 onUsageError).
+		panic(fmt.Errorf("Usage error, please check your command: %w", err))
 	}
-	if err := a.Run(os.Args); err != nil {
+	return a
+}
+
+func main() {
+	logrus.SetFormatter(&logrus.TextFormatter{FullTimestamp: true})
+	if err := newApp().Run(os.Args); err != nil {
 		logrus.Fatalf("Critical error: %v", err)
 	}
 }

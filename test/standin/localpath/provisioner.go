@@ -49,9 +49,12 @@ type configData struct {
 	StorageClassConfigs map[string]classConfigData `json:"storageClassConfigs"`
 }
 
+// NodePathMap holds pointers as upstream's does, so that a null entry
+// fails as it does there (rancher/local-path-provisioner
+// provisioner.go@v0.0.36 StorageClassConfigData).
 type classConfigData struct {
-	NodePathMap          []nodePathMapData `json:"nodePathMap,omitempty"`
-	SharedFileSystemPath string            `json:"sharedFileSystemPath,omitempty"`
+	NodePathMap          []*nodePathMapData `json:"nodePathMap,omitempty"`
+	SharedFileSystemPath string             `json:"sharedFileSystemPath,omitempty"`
 }
 
 type nodePathMapData struct {
@@ -74,17 +77,24 @@ type classConfig struct {
 	sharedFS  string
 }
 
-// readConfig reads a .json file, or takes the value itself as JSON.
+// readConfig reads a .json file, or takes the value itself as JSON. A
+// file is decoded as a stream (rancher/local-path-provisioner
+// provisioner.go@v0.0.36 loadConfigFile): what follows its first JSON
+// value is not read, and an empty file is io.EOF; a value is unmarshalled
+// whole (unmarshalFromString).
 func readConfig(file string) (*configData, error) {
-	b := []byte(file)
-	if strings.HasSuffix(file, ".json") {
-		var err error
-		if b, err = os.ReadFile(file); err != nil {
-			return nil, fmt.Errorf("fail to load config file %v: %w", file, err)
-		}
-	}
 	var d configData
-	if err := json.Unmarshal(b, &d); err != nil {
+	var err error
+	if strings.HasSuffix(file, ".json") {
+		var f *os.File
+		if f, err = os.Open(file); err == nil {
+			err = json.NewDecoder(f).Decode(&d)
+			_ = f.Close()
+		}
+	} else {
+		err = json.Unmarshal([]byte(file), &d)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("fail to load config file %v: %w", file, err)
 	}
 	return &d, nil
@@ -116,6 +126,10 @@ func canonicalize(d *configData) (*config, error) {
 
 func canonicalizeClass(d classConfigData) (*classConfig, error) {
 	c := &classConfig{sharedFS: d.SharedFileSystemPath, nodePaths: map[string]map[string]bool{}}
+	// A null entry (n nil) and an empty path (p[0]) panic, as in
+	// rancher/local-path-provisioner provisioner.go@v0.0.36
+	// canonicalizeStorageClassConfig: at start the provisioner dies, and
+	// so it does when the file changes under it.
 	for _, n := range d.NodePathMap {
 		if c.nodePaths[n.Node] != nil {
 			return nil, fmt.Errorf("StorageClass config canonicalization failed: duplicate node %v", n.Node)
@@ -123,7 +137,7 @@ func canonicalizeClass(d classConfigData) (*classConfig, error) {
 		paths := map[string]bool{}
 		c.nodePaths[n.Node] = paths
 		for _, p := range n.Paths {
-			if !strings.HasPrefix(p, "/") {
+			if p[0] != '/' {
 				return nil, fmt.Errorf("StorageClass config canonicalization failed: path must start with / for path %v on node %v", p, n.Node)
 			}
 			abs := filepath.Clean(p)
@@ -214,22 +228,31 @@ func (p *provisioner) watchConfig() {
 			if err := p.refreshConfig(); err != nil {
 				logrus.Errorf("failed to load the new config file: %v", err)
 			}
-			if dir, ok := os.LookupEnv(envConfigMountPath); ok {
-				b, err := os.ReadFile(filepath.Join(dir, defaultHelperPodFileKey))
-				if err == nil {
-					var pod *corev1.Pod
-					if pod, err = parseHelperPod(string(b), p.allowUnsafeHelper); err == nil {
-						p.mu.Lock()
-						p.helperPod = pod
-						p.mu.Unlock()
-					}
-				}
-				if err != nil {
-					logrus.Errorf("failed to load the new helper pod manifest: %v", err)
-				}
+			if err := p.refreshHelperPod(); err != nil {
+				logrus.Errorf("failed to load the new helper pod manifest: %v", err)
 			}
 		}
 	}
+}
+
+// refreshHelperPod reads the template again from $CONFIG_MOUNT_PATH when
+// that is set. A file it cannot read keeps the old template; one that is
+// refused leaves none, as rancher/local-path-provisioner
+// provisioner.go@v0.0.36 refreshHelperPod assigns loadHelperPodFile's nil:
+// the next volume's helper pod then panics.
+func (p *provisioner) refreshHelperPod() error {
+	dir, ok := os.LookupEnv(envConfigMountPath)
+	if !ok {
+		return nil
+	}
+	b, err := os.ReadFile(filepath.Join(dir, defaultHelperPodFileKey))
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.helperPod, err = parseHelperPod(string(b), p.allowUnsafeHelper)
+	return err
 }
 
 // parseHelperPod reads the helper pod template and, unless unsafe ones are
@@ -440,10 +463,10 @@ func (p *provisioner) Provision(_ context.Context, opts pvController.ProvisionOp
 		cmd = []string{cfg.setupCommand}
 	}
 	size := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
-	mode := corev1.PersistentVolumeFilesystem
-	if pvc.Spec.VolumeMode != nil {
-		mode = *pvc.Spec.VolumeMode
-	}
+	// A claim without volumeMode (the API server defaults it) panics, as
+	// *pvc.Spec.VolumeMode does in rancher/local-path-provisioner
+	// provisioner.go@v0.0.36 provisionFor.
+	mode := *pvc.Spec.VolumeMode
 	if err := p.runHelper("create", cmd, volume{name: opts.PVName, path: path, mode: mode, size: size.Value(), node: nodeName}, c, cfg); err != nil {
 		return nil, done, err
 	}
@@ -494,7 +517,10 @@ func volumeSource(volumeType, path string) (corev1.PersistentVolumeSource, error
 		t := corev1.HostPathDirectoryOrCreate
 		return corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: path, Type: &t}}, nil
 	}
-	return corev1.PersistentVolumeSource{}, fmt.Errorf("failed to create persistent volume source: %q is not a recognised volume type", volumeType)
+	// "%s" in quotes, not %q: rancher/local-path-provisioner
+	// provisioner.go@v0.0.36 createPersistentVolumeSource does not escape
+	// the name.
+	return corev1.PersistentVolumeSource{}, fmt.Errorf("failed to create persistent volume source: \"%s\" is not a recognised volume type", volumeType)
 }
 
 // Delete removes the volume's directory with a helper pod, unless the PV
@@ -506,7 +532,10 @@ func (p *provisioner) Delete(_ context.Context, pv *corev1.PersistentVolume) err
 	}
 	path, node, err := pvPathAndNode(pv, c)
 	if err != nil {
-		return fmt.Errorf("failed to delete volume %v: %w", pv.Name, err)
+		// Said twice, as upstream wraps in getPathAndNodeForPV and again
+		// in deleteFor (rancher/local-path-provisioner
+		// provisioner.go@v0.0.36).
+		return fmt.Errorf("failed to delete volume %v: failed to delete volume %v: %w", pv.Name, pv.Name, err)
 	}
 	if pv.Spec.PersistentVolumeReclaimPolicy == corev1.PersistentVolumeReclaimRetain {
 		logrus.Infof("Retained volume %v", pv.Name)
@@ -524,10 +553,9 @@ func (p *provisioner) Delete(_ context.Context, pv *corev1.PersistentVolume) err
 		cmd = []string{cfg.teardownCommand}
 	}
 	size := pv.Spec.Capacity[corev1.ResourceStorage]
-	mode := corev1.PersistentVolumeFilesystem
-	if pv.Spec.VolumeMode != nil {
-		mode = *pv.Spec.VolumeMode
-	}
+	// A PV without volumeMode panics, as *pv.Spec.VolumeMode does in
+	// rancher/local-path-provisioner provisioner.go@v0.0.36 deleteFor.
+	mode := *pv.Spec.VolumeMode
 	if err := p.runHelper("delete", cmd, volume{name: pv.Name, path: path, mode: mode, size: size.Value(), node: node}, c, cfg); err != nil {
 		return fmt.Errorf("failed to delete volume %v: %w", pv.Name, err)
 	}
@@ -593,7 +621,8 @@ func (p *provisioner) helperPodFor(action string, cmd []string, v volume, c *cla
 	if !filepath.IsAbs(v.path) {
 		return nil, fmt.Errorf("volume path %s is not absolute", v.path)
 	}
-	parent, dir := filepath.Split(filepath.Clean(v.path))
+	v.path = filepath.Clean(v.path)
+	parent, dir := filepath.Split(v.path)
 	dirOrCreate := corev1.HostPathDirectoryOrCreate
 	volumes := []corev1.Volume{{Name: helperDataVolume, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: parent, Type: &dirOrCreate}}}}
 	p.mu.RLock()

@@ -44,11 +44,11 @@ func TestConformanceWhereSysfsIs(t *testing.T) {
 			return name(got)
 		}
 	}
-	const why = "the rig mounts its fake sysfs in every agent at " + NodePath + " (test/rig/laneconfig.go): the device plugin's pod has the node's /var/log as a hostPath, and Multus runs delegates chrooted into the node's / (its pod has it at /hostroot)"
+	const why = "the rig mounts its fake sysfs in every agent at " + NodePath + " (test/rig/laneconfig.go): the device plugin's pod has the node's /var/log as a hostPath, and Multus runs delegates chrooted into the node's / (its pod has it at /hostroot), and the DRA driver's pod, with hostPID, reaches the node's / as /proc/1/root"
 	conformance.Check(t, []row{
 		{Src: "k8snetworkplumbingwg/sriov-network-device-plugin pkg/utils/utils.go@v3.11.0 sysBusPci; jaypipes/ghw pkg/linuxpath@v0.19.1", What: "the device plugin reads /sys/bus/pci/devices",
 			Got:  func(*testing.T) string { return strings.Join(Candidates, " ") },
-			Want: "/var/log/sriov-lane-rig/sys /hostroot/var/log/sriov-lane-rig/sys /sys", Deviation: "the stand-ins try these, in order: " + why},
+			Want: "/var/log/sriov-lane-rig/sys /hostroot/var/log/sriov-lane-rig/sys /proc/1/root/var/log/sriov-lane-rig/sys /sys", Deviation: "the stand-ins try these, in order: " + why},
 		{Src: "k8snetworkplumbingwg/sriov-cni pkg/utils/utils.go@v2.10.0 SysBusPci, NetDirectory; k8snetworkplumbingwg/multus-cni pkg/server/exec_chroot.go@v4.3.0", What: "sriov-cni reads /sys/bus/pci/devices and /sys/class/net, run by Multus chrooted into the node's root",
 			Got: func(*testing.T) string { return fmt.Sprint(Candidates[0] == NodePath) }, Want: "true", Deviation: why},
 		{Src: "k8snetworkplumbingwg/sriov-network-device-plugin pkg/utils/utils.go@v3.11.0", What: "the first place with a bus/pci/devices directory is taken; a missing place, one without it, or one where it is a file is passed over",

@@ -9,8 +9,11 @@
 // therefore also mounts the fake sysfs into every agent at NodePath, under
 // /var/log, which the device plugin's pod has as a hostPath and which
 // Multus's daemon pod sees as /hostroot/var/log (it runs delegate plugins
-// chrooted into /hostroot, where it is NodePath again). Search tries those
-// places, then /sys, and takes the first with bus/pci/devices.
+// chrooted into /hostroot, where it is NodePath again). The DRA driver's
+// pod mounts neither, but shares the node's PID namespace (hostPID), so
+// the node's root is its /proc/1/root; the plugins it runs from
+// /opt/cni/bin (sriov) see the same. Search tries those places, then
+// /sys, and takes the first with bus/pci/devices.
 package rigsysfs
 
 import (
@@ -26,9 +29,9 @@ const NodePath = "/var/log/sriov-lane-rig/sys"
 
 // Candidates are the places Find looks at, in order: the node path itself
 // (the device plugin's pod, or a plugin chrooted into the node's root), the
-// node's root mounted at /hostroot (Multus's daemon pod), then the real
-// sysfs.
-var Candidates = []string{NodePath, "/hostroot" + NodePath, "/sys"}
+// node's root mounted at /hostroot (Multus's daemon pod), the node's root
+// through its PID 1 (the DRA driver's hostPID pod), then the real sysfs.
+var Candidates = []string{NodePath, "/hostroot" + NodePath, "/proc/1/root" + NodePath, "/sys"}
 
 // Find returns the first of Candidates that has bus/pci/devices.
 func Find() (string, error) { return FindIn(Candidates) }

@@ -36,16 +36,8 @@ func TestFakeSysfsIsReadableThroughABindMountInAnotherProcess(t *testing.T) {
 		t.Skipf("needs unshare(1) (util-linux): %v", err)
 	}
 	dir := t.TempDir()
-	srv, err := sysfs.Serve(sysfs.ServeConfig{SysfsDir: filepath.Join(dir, "sys"),
+	sysfs.ServeForTest(t, sysfs.ServeConfig{SysfsDir: filepath.Join(dir, "sys"),
 		KernelConfig: sysfs.KernelConfig{PFs: []sysfs.PF{{Name: "rsfs0", MAC: "02:00:00:5f:00:01"}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := srv.Close(); err != nil {
-			t.Errorf("closing the fake sysfs: %v", err)
-		}
-	})
 	src, dst := filepath.Join(dir, "sys"), filepath.Join(dir, "node", "var", "log", "sriov-lane-rig", "sys")
 	if err := os.MkdirAll(dst, 0o755); err != nil {
 		t.Fatal(err)

@@ -258,6 +258,31 @@ func TestConformanceAddDel(t *testing.T) {
 		_, a := os.Stat(filepath.Join(cache, "pci", vf))
 		return fmt.Sprintf("cache %v, allocation %v", c == nil, a == nil)
 	}
+	// vfBack puts the VF left in the pod back in the node as a DEL would
+	// have (down, its name and MAC again) and drops its allocation, for
+	// the rows after.
+	vfBack := func(t *testing.T) {
+		if l, err := pod.LinkByName("net1"); err == nil {
+			nodeNs := r.nsFd(t, r.node)
+			_ = pod.LinkSetDown(l)
+			_ = pod.LinkSetName(l, r.vfName)
+			_ = pod.LinkSetHardwareAddr(l, mustMAC(t, r.vfMAC))
+			_ = pod.LinkSetNsFd(l, nodeNs)
+		}
+		_ = os.Remove(filepath.Join(cache, "pci", r.vf))
+	}
+	// hidePF renames the PF in the node's netns, so that a lookup by its
+	// name fails, until the returned func (deferred too) names it back.
+	hidePF := func(t *testing.T) (back func()) {
+		pf, err := node.LinkByName(r.pfName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := node.LinkSetName(pf, r.pfName+"y"); err != nil {
+			t.Fatal(err)
+		}
+		return func() { _ = node.LinkSetName(pf, r.pfName) }
+	}
 	result := func(out string) string {
 		var res struct {
 			CNIVersion string `json:"cniVersion"`
@@ -342,14 +367,7 @@ func TestConformanceAddDel(t *testing.T) {
 				out, ok := r.cni(t, "DEL", "c7", netdevConf, "CNI_NETNS=")
 				res := fmt.Sprint(ok, " ", strings.TrimSpace(out), " | ", inPod(), " | ", files("c7", "net1", r.vf))
 				// Put it back as a DEL with the netns would have.
-				if l, err := pod.LinkByName("net1"); err == nil {
-					nodeNs := r.nsFd(t, r.node)
-					_ = pod.LinkSetDown(l)
-					_ = pod.LinkSetName(l, r.vfName)
-					_ = pod.LinkSetHardwareAddr(l, mustMAC(t, r.vfMAC))
-					_ = pod.LinkSetNsFd(l, nodeNs)
-				}
-				_ = os.Remove(filepath.Join(cache, "pci", r.vf))
+				vfBack(t)
 				return res
 			}, Want: "true  | net1 " + r.vfMAC + " up=true [10.56.217.5/24] | cache false, allocation true"},
 		{Src: cmds + " CmdDel (ResetVFConfig)", What: "DEL when the PF is no longer in the node's netns: ResetVFConfig's lookup fails, the cache goes anyway (shadowed err), the retry succeeds",
@@ -357,37 +375,19 @@ func TestConformanceAddDel(t *testing.T) {
 				if out, ok := r.cni(t, "ADD", "c8", smokeConf(r.vf, "")); !ok {
 					return "ADD: " + cniError(out)
 				}
-				pf, err := node.LinkByName(r.pfName)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := node.LinkSetName(pf, r.pfName+"y"); err != nil {
-					t.Fatal(err)
-				}
-				defer func() { _ = node.LinkSetName(pf, r.pfName) }()
+				pfBack := hidePF(t)
+				defer pfBack()
 				out, ok := r.cni(t, "DEL", "c8", smokeConf(r.vf, ""))
 				res := fmt.Sprint(ok, " ", cniError(out), " | ", files("c8", "net1", r.vf))
 				_, ok2 := r.cni(t, "DEL", "c8", smokeConf(r.vf, ""))
 				// The VF is still in the pod: bring it back for the rows after.
-				_ = node.LinkSetName(pf, r.pfName)
-				if l, err := pod.LinkByName("net1"); err == nil {
-					_ = pod.LinkSetDown(l)
-					_ = pod.LinkSetName(l, r.vfName)
-					_ = pod.LinkSetNsFd(l, r.nsFd(t, r.node))
-				}
-				_ = os.Remove(filepath.Join(cache, "pci", r.vf))
+				pfBack()
+				vfBack(t)
 				return res + " | retry " + fmt.Sprint(ok2)
 			}, Want: "false code 999: cmdDel() error reseting VF: \"failed to lookup master \\\"" + r.pfName + "\\\": Link not found\" | cache false, allocation true | retry true"},
 		{Src: cmds + " CmdAdd (FillOriginalVfInfo)", What: "ADD when the PF is not in the node's netns: refused before anything moves",
 			Got: func(t *testing.T) string {
-				pf, err := node.LinkByName(r.pfName)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := node.LinkSetName(pf, r.pfName+"y"); err != nil {
-					t.Fatal(err)
-				}
-				defer func() { _ = node.LinkSetName(pf, r.pfName) }()
+				defer hidePF(t)()
 				out, _ := r.cni(t, "ADD", "c9", smokeConf(r.vf, ""))
 				return cniError(out) + " | " + inNode()
 			}, Want: "code 999: failed to get original vf information: failed to lookup master \"" + r.pfName + "\": Link not found | VF netdev " + r.vfName + ", own MAC true, down true, []"},

@@ -69,18 +69,24 @@ func (p *plugin) vfLinkName(addr string) (string, error) {
 // userspaceDrivers are utils.UserspaceDrivers.
 var userspaceDrivers = []string{"vfio-pci", "uio_pci_generic", "igb_uio"}
 
-// hasDpdkDriver is utils.HasDpdkDriver.
+// hasDpdkDriver is utils.HasDpdkDriver: the driver link resolved, and its
+// directory's name one of userspaceDrivers. The stand-in resolves it
+// through the kernel (os.Stat) and takes the name from the link's last
+// element, not with filepath.EvalSymlinks, which upstream uses: when the
+// rig's sysfs is reached through /proc/1/root (run by the DRA driver's
+// hostPID pod), resolving path components in user space follows that
+// link out of the pod's view. On a kernel's sysfs the two agree.
 func (p *plugin) hasDpdkDriver(addr string) (bool, error) {
-	drv, err := filepath.EvalSymlinks(filepath.Join(p.sysfs, "bus", "pci", "devices", addr, "driver"))
-	if err != nil {
+	link := filepath.Join(p.sysfs, "bus", "pci", "devices", addr, "driver")
+	if _, err := os.Stat(link); err != nil {
 		return false, err
 	}
-	st, err := os.Stat(drv)
+	drv, err := os.Readlink(link)
 	if err != nil {
 		return false, err
 	}
 	for _, d := range userspaceDrivers {
-		if st.Name() == d {
+		if filepath.Base(drv) == d {
 			return true, nil
 		}
 	}

@@ -27,9 +27,7 @@
 // needVhostNet, functions bound to uio or igb_uio, and --use-cdi. It logs
 // to stderr only.
 //
-// Where things live (this module cannot import test/testutil without Docker's
-// client in its graph, so no TestDocFileMap checks this list: keep it true
-// by hand):
+// Where things live (TestDocFileMap keeps this list true):
 //   - main.go:    the entrypoint's arguments, the options and run: config
 //     read, pools picked, one server per pool started
 //   - config.go:  config.json decoded and validated as upstream does

@@ -52,17 +52,9 @@ func testSelectionOnTheFUSERig(t *testing.T, nic sysfs.NIC) {
 
 	dir := t.TempDir()
 	root := filepath.Join(dir, "sys")
-	srv, err := sysfs.Serve(sysfs.ServeConfig{SysfsDir: root,
+	sysfs.ServeForTest(t, sysfs.ServeConfig{SysfsDir: root,
 		KernelConfig: sysfs.KernelConfig{PFs: []sysfs.PF{{Name: pfName, MAC: pf.Attrs().HardwareAddr.String()}},
 			VFDriver: nic.VFDriver}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := srv.Close(); err != nil {
-			t.Errorf("closing the fake sysfs: %v", err)
-		}
-	})
 	dev := func(bdf, attr string) string { return filepath.Join(root, "bus/pci/devices", bdf, attr) }
 	store(t, dev(sysfs.PFBDF(0), "sriov_numvfs"), "2")
 	store(t, dev(vf(0, 0), "driver_override"), sysfs.DriverVFIO)

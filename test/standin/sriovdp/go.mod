@@ -5,6 +5,7 @@ go 1.26.3
 require (
 	github.com/sriov-lane/sriov-lane v0.0.0
 	github.com/vishvananda/netlink v1.3.1
+	github.com/vishvananda/netns v0.0.5
 	golang.org/x/sys v0.47.0
 	google.golang.org/grpc v1.82.1
 	k8s.io/kubelet v0.37.2
@@ -12,7 +13,6 @@ require (
 
 require (
 	github.com/hanwen/go-fuse/v2 v2.12.1 // indirect
-	github.com/vishvananda/netns v0.0.5 // indirect
 	golang.org/x/net v0.57.0 // indirect
 	golang.org/x/text v0.40.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260526163538-3dc84a4a5aaa // indirect

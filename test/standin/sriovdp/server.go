@@ -15,11 +15,12 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
+
+	"github.com/sriov-lane/sriov-lane/test/standin/vfiodev"
 )
 
 // Upstream facts cited below are from
@@ -346,7 +347,7 @@ func (rs *resourceServer) deviceSpecs(ids []string) ([]*pluginapi.DeviceSpec, er
 		if !ok || d.driver != "vfio-pci" {
 			continue
 		}
-		ctl, err := rs.standinCharDev("vfio")
+		ctl, err := vfiodev.Node(rs.o.vfioDevDir, rs.o.devNull, "vfio")
 		if err != nil {
 			return nil, err
 		}
@@ -359,7 +360,7 @@ func (rs *resourceServer) deviceSpecs(ids []string) ([]*pluginapi.DeviceSpec, er
 		if d.noIOMMU {
 			hostName = "noiommu-" + d.iommuGroup
 		}
-		group, err := rs.standinCharDev(hostName)
+		group, err := vfiodev.Node(rs.o.vfioDevDir, rs.o.devNull, hostName)
 		if err != nil {
 			return nil, err
 		}
@@ -367,34 +368,6 @@ func (rs *resourceServer) deviceSpecs(ids []string) ([]*pluginapi.DeviceSpec, er
 		d.specsServed = true
 	}
 	return specs, nil
-}
-
-// standinCharDev makes sure vfioDevDir/name is a character device with
-// /dev/null's numbers and returns its path (see Allocate). It is checked
-// on every allocation: nothing else keeps it.
-func (rs *resourceServer) standinCharDev(name string) (string, error) {
-	p := filepath.Join(rs.o.vfioDevDir, name)
-	var null unix.Stat_t
-	if err := unix.Stat(rs.o.devNull, &null); err != nil || null.Mode&unix.S_IFMT != unix.S_IFCHR {
-		return "", fmt.Errorf("stand-in VFIO device %s: %s is not a character device (%v)", p, rs.o.devNull, err)
-	}
-	var st unix.Stat_t
-	if err := unix.Stat(p, &st); err == nil && st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev == null.Rdev {
-		return p, nil
-	}
-	if err := os.MkdirAll(rs.o.vfioDevDir, 0o755); err != nil {
-		return "", fmt.Errorf("stand-in VFIO device: %w", err)
-	}
-	tmp := p + ".tmp"
-	_ = os.Remove(tmp)
-	if err := unix.Mknod(tmp, unix.S_IFCHR|0o666, int(null.Rdev)); err != nil {
-		return "", fmt.Errorf("stand-in VFIO device: mknod %s: %w", tmp, err)
-	}
-	if err := os.Rename(tmp, p); err != nil {
-		_ = os.Remove(tmp)
-		return "", fmt.Errorf("stand-in VFIO device: %w", err)
-	}
-	return p, nil
 }
 
 // devInfoPath is where the device info file of id lives

@@ -3,9 +3,9 @@ package main
 import (
 	"testing"
 
-	"github.com/sriov-lane/sriov-lane/test/testutil"
+	"github.com/sriov-lane/sriov-lane/test/docmap"
 )
 
 // The package doc's file map names every file of the package, and only
-// those (testutil.CheckDocFileMap).
-func TestDocFileMap(t *testing.T) { testutil.CheckDocFileMap(t, ".") }
+// those (docmap.Check).
+func TestDocFileMap(t *testing.T) { docmap.Check(t, ".") }

@@ -247,11 +247,12 @@ func (b *builder) build(ctx context.Context, t toolSet) (string, error) {
 	if allExecutable(out, names) {
 		return out, nil
 	}
-	tmp := fmt.Sprintf("%s.tmp.%d", out, os.Getpid())
-	if err := os.RemoveAll(tmp); err != nil {
+	// Beside out, so the binaries rename into it on one filesystem.
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		return "", err
 	}
-	if err := os.MkdirAll(tmp, 0o755); err != nil {
+	tmp, err := os.MkdirTemp(filepath.Dir(out), key+".tmp.*")
+	if err != nil {
 		return "", err
 	}
 	defer os.RemoveAll(tmp)
@@ -299,12 +300,25 @@ func linkInto(dir, name, target string) error {
 	if cur, err := os.Readlink(dst); err == nil && cur == target {
 		return nil
 	}
-	tmp := fmt.Sprintf("%s.tmp.%d", dst, os.Getpid())
-	_ = os.Remove(tmp)
+	// A fresh name beside dst: CreateTemp picks one no other run holds,
+	// and the symlink takes its place.
+	f, err := os.CreateTemp(dir, name+".tmp.*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	f.Close()
+	if err := os.Remove(tmp); err != nil {
+		return err
+	}
 	if err := os.Symlink(target, tmp); err != nil {
 		return err
 	}
-	return os.Rename(tmp, dst)
+	if err := os.Rename(tmp, dst); err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	return nil
 }
 
 // contentKey is the one cache key of `lane-rig env`: the sha256 of what

@@ -126,7 +126,8 @@ var (
 
 // The stand-ins, built as the tools are. component-base's version in the
 // k3s stand-in is kubectl's (k8s.io/kubectl v0.37.2 is linked in), as k3s
-// sets it to its own (k3s-io/k3s scripts/build@015c032).
+// sets it to its own (k3s-io/k3s scripts/build@v1.35.5+k3s1, read at
+// 6a4781ad: -X k8s.io/component-base/version.gitVersion=${VERSION}).
 var (
 	standinK3sTools = toolSet{name: "standin-k3s", dir: ".", env: cgoOff,
 		flags: []string{"-buildvcs=false", "-ldflags=-s -w -X k8s.io/component-base/version.gitVersion=v1.37.2 -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37"},
@@ -136,6 +137,7 @@ var (
 	standinFlannelCNI = standin("test/standin/flannelcni", ".=flannel")
 	standinSRIOVDP    = standin("test/standin/sriovdp", ".")
 	standinSRIOVCNI   = standin("test/standin/sriovcni", ".=sriov")
+	standinDRASRIOV   = standin("test/standin/drasriov", ".=dra-driver-sriov")
 	standinLocalPath  = standin("test/standin/localpath", ".=local-path-provisioner")
 )
 
@@ -160,6 +162,17 @@ func (e *env) tools(ctx context.Context, t toolSet) error {
 		e.bin[n] = filepath.Join(dir, n)
 	}
 	return nil
+}
+
+// standinImage is the phase of a stand-in's image: the stand-in built
+// (tools), then the image spec gives once its binaries are known (e.bin).
+func (e *env) standinImage(t toolSet, spec func() imageSpec) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if err := e.tools(ctx, t); err != nil {
+			return err
+		}
+		return e.images.ensure(ctx, spec())
+	}
 }
 
 // assetLinks links bin/test-assets/NAME to each named binary.
@@ -221,14 +234,11 @@ func (e *env) phases() []phase {
 		// pulls; the node image carries no copy, as rancher/k3s carries
 		// none. USER as upstream's image (kubernetes
 		// build/pause/Dockerfile@v1.36.3).
-		{"image-pause", func(ctx context.Context) error {
-			if err := e.tools(ctx, standinPauseTools); err != nil {
-				return err
-			}
-			return e.images.ensure(ctx, imageSpec{tag: testutil.StandinPauseImage, noBusybox: true,
+		{"image-pause", e.standinImage(standinPauseTools, func() imageSpec {
+			return imageSpec{tag: testutil.StandinPauseImage, noBusybox: true,
 				body:  "USER 65535:65535\nENTRYPOINT [\"/pause\"]",
-				files: []fileSpec{{e.bin["pause"], "/pause"}}})
-		}},
+				files: []fileSpec{{e.bin["pause"], "/pause"}}}
+		})},
 		// The node image: the stand-in k3s supervisor as /bin/k3s and the
 		// real components it starts, in rancher/k3s's places (k3s-io/k3s
 		// package/Dockerfile@v1.35.5+k3s1: k3s's data archive unpacked at /,
@@ -243,14 +253,20 @@ func (e *env) phases() []phase {
 		// fix) is Debian's iptables-nft with the libraries it loads. The
 		// CNI plugins as rancher/k3s lays them out: /bin/cni, one
 		// multi-call binary, and a relative link to it per plugin in /bin
-		// (k3s-io/k3s scripts/package-cli@0c6b584); the stand-in
+		// (k3s-io/k3s scripts/package-cli@v1.35.5+k3s1, read at 6a4781ad:
+		// ln -s cni bin/<plugin>); the stand-in
 		// multi-call (test/standin/cnimulti) runs the real plugin of that
 		// name from /usr/lib/sriov-lane-standin/cni.
 		{"image-k3s", func(ctx context.Context) error {
 			if err := e.tools(ctx, standinCNIMulti); err != nil {
 				return err
 			}
-			files := []fileSpec{{e.bin["k3s"], "/bin/k3s"}, {e.bin["cni"], "/bin/cni"}, {e.bin["flannel"], standinLib + "/cni/flannel"}}
+			// /etc/os-release as the real image's (k3s-io/k3s
+			// package/Dockerfile, stored at 09ffe1ba47f6: PRETTY_NAME="K3s
+			// <tag>"): dra-driver-sriov's pod mounts it as a hostPath of type
+			// File, which kubelet refuses to start without.
+			files := []fileSpec{{e.bin["k3s"], "/bin/k3s"}, {e.bin["cni"], "/bin/cni"}, {e.bin["flannel"], standinLib + "/cni/flannel"},
+				{filepath.Join(e.o.root, "test/standin/k3s/os-release"), "/etc/os-release"}}
 			for _, b := range []string{"kube-apiserver", "etcd", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy", "containerd", "containerd-shim-runc-v2", "ctr", "runc"} {
 				files = append(files, fileSpec{e.bin[b], "/bin/" + b})
 			}
@@ -272,26 +288,27 @@ func (e *env) phases() []phase {
 		}},
 		// The SR-IOV device plugin stand-in (its upstream module is
 		// refused): upstream's args go to its entrypoint as with the real image.
-		{"image-sriovdp", func(ctx context.Context) error {
-			if err := e.tools(ctx, standinSRIOVDP); err != nil {
-				return err
-			}
-			return e.images.ensure(ctx, imageSpec{tag: testutil.StandinDevicePluginImage, body: `ENTRYPOINT ["/usr/bin/sriovdp"]`,
-				files: []fileSpec{{e.bin["sriovdp"], "/usr/bin/sriovdp"}}})
-		}},
+		{"image-sriovdp", e.standinImage(standinSRIOVDP, func() imageSpec {
+			return imageSpec{tag: testutil.StandinDevicePluginImage, body: `ENTRYPOINT ["/usr/bin/sriovdp"]`,
+				files: []fileSpec{{e.bin["sriovdp"], "/usr/bin/sriovdp"}}}
+		})},
 		// The sriov-cni stand-in (its upstream module is refused), laid out
 		// as the upstream image (k8snetworkplumbingwg/sriov-cni
 		// Dockerfile@v2.10.0): the plugin at /usr/bin/sriov and
 		// /entrypoint.sh as the entrypoint, which the product's DaemonSet
 		// runs without arguments to copy it into /host/opt/cni/bin and
 		// sleep; busybox gives it sh, awk, cp and sleep.
-		{"image-sriov-cni", func(ctx context.Context) error {
-			if err := e.tools(ctx, standinSRIOVCNI); err != nil {
-				return err
-			}
-			return e.images.ensure(ctx, imageSpec{tag: testutil.StandinSRIOVCNIImage, body: `ENTRYPOINT ["/entrypoint.sh"]`,
-				files: []fileSpec{{e.bin["sriov"], "/usr/bin/sriov"}, {filepath.Join(e.o.root, "test/standin/sriovcni/entrypoint.sh"), "/entrypoint.sh"}}})
-		}},
+		{"image-sriov-cni", e.standinImage(standinSRIOVCNI, func() imageSpec {
+			return imageSpec{tag: testutil.StandinSRIOVCNIImage, body: `ENTRYPOINT ["/entrypoint.sh"]`,
+				files: []fileSpec{{e.bin["sriov"], "/usr/bin/sriov"}, {filepath.Join(e.o.root, "test/standin/sriovcni/entrypoint.sh"), "/entrypoint.sh"}}}
+		})},
+		// The dra-driver-sriov stand-in (its upstream module is refused),
+		// at the path the product's DaemonSet runs (its command,
+		// /usr/bin/dra-driver-sriov, as the chart's).
+		{"image-dra-driver-sriov", e.standinImage(standinDRASRIOV, func() imageSpec {
+			return imageSpec{tag: testutil.StandinDRADriverImage, body: `ENTRYPOINT ["/usr/bin/dra-driver-sriov"]`,
+				files: []fileSpec{{e.bin["dra-driver-sriov"], "/usr/bin/dra-driver-sriov"}}}
+		})},
 		// Flannel under its upstream name, laid out as
 		// images/Dockerfile@v0.28.9 (/opt/bin/flanneld, /opt/bin/install-conf,
 		// iptables) on busybox instead of alpine (the product's init
@@ -352,13 +369,10 @@ func (e *env) phases() []phase {
 		// package/Dockerfile@v0.0.36: /usr/bin/local-path-provisioner,
 		// found through PATH as k3s's Deployment runs it; busybox instead
 		// of alpine.
-		{"image-local-path", func(ctx context.Context) error {
-			if err := e.tools(ctx, standinLocalPath); err != nil {
-				return err
-			}
-			return e.images.ensure(ctx, imageSpec{tag: provider.K3sLocalPathImage, body: `CMD ["local-path-provisioner"]`,
-				files: []fileSpec{{e.bin["local-path-provisioner"], "/usr/bin/local-path-provisioner"}}})
-		}},
+		{"image-local-path", e.standinImage(standinLocalPath, func() imageSpec {
+			return imageSpec{tag: provider.K3sLocalPathImage, body: `CMD ["local-path-provisioner"]`,
+				files: []fileSpec{{e.bin["local-path-provisioner"], "/usr/bin/local-path-provisioner"}}}
+		})},
 		{"image-tools", func(ctx context.Context) error {
 			return e.images.ensure(ctx, imageSpec{tag: testutil.StandinToolsImage, body: "ENTRYPOINT [\"/bin/k3s\"]\nCMD [\"noop\"]",
 				files: []fileSpec{{e.bin["k3s"], "/bin/k3s"}}})

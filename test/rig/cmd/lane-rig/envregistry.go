@@ -46,6 +46,7 @@ var rigPushes = []struct{ local, upstream string }{
 	{testutil.StandinDevicePluginImage, cni.DevicePluginImage},
 	{testutil.StandinBusyboxImage, cni.SmokeImage},
 	{testutil.StandinSRIOVCNIImage, cni.SRIOVCNIImage},
+	{testutil.StandinDRADriverImage, cni.DRADriverImage},
 	{provider.K3sCoreDNSImage, provider.K3sCoreDNSImage},
 	{provider.K3sLocalPathImage, provider.K3sLocalPathImage},
 	{testutil.StandinBusyboxImage, provider.K3sLocalPathHelperImage},

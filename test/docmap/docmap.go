@@ -1,4 +1,4 @@
-package testutil
+package docmap
 
 import (
 	"os"
@@ -12,10 +12,10 @@ import (
 // docMapEntry is one line of a package doc's file map: "//   - name.go: what".
 var docMapEntry = regexp.MustCompile(`(?m)^//\s+- (\S+\.go):`)
 
-// CheckDocFileMap fails t unless the file map in dir's doc.go names every
+// Check fails t unless the file map in dir's doc.go names every
 // non-test Go file of the package but doc.go itself, and only those: a file
 // added, removed or renamed fails until the map says so.
-func CheckDocFileMap(t *testing.T, dir string) {
+func Check(t *testing.T, dir string) {
 	t.Helper()
 	doc, err := os.ReadFile(filepath.Join(dir, "doc.go"))
 	if err != nil {

@@ -1,0 +1,90 @@
+package provider
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+
+	"github.com/sriov-lane/sriov-lane/test/testutil"
+)
+
+// A node whose process sits in a frozen cgroup v1 freezer cgroup, as a
+// runc killed mid-update leaves one, takes no SIGKILL: without a thaw,
+// Docker's remove fails with "did not receive an exit event" and the
+// node stays. removeContainers thaws it, says so, and the node goes.
+func TestRigFrozenNodeIsThawedAndRemoved(t *testing.T) {
+	_, err := os.Stat(filepath.Join(HostCgroupRoot, "freezer"))
+	if os.IsNotExist(err) {
+		t.Skip("no cgroup v1 freezer hierarchy: under cgroup v2 a fatal signal ends a frozen task, and there is nothing to thaw")
+	}
+	p, cli := rigDocker(t)
+	name := testutil.TakeSlot(t).Lane(0)
+	ctx := context.Background()
+	created, err := cli.ContainerCreate(ctx, &container.Config{Image: testutil.StandinBusyboxImage, Cmd: []string{"sleep", "3600"},
+		Labels: map[string]string{labelK3dCluster: name}}, nil, nil, nil, "k3d-"+name+"-agent-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var child string
+	t.Cleanup(func() {
+		if child != "" {
+			_ = os.WriteFile(filepath.Join(child, "freezer.state"), []byte("THAWED"), 0)
+		}
+		_ = cli.ContainerRemove(context.Background(), created.ID, container.RemoveOptions{Force: true})
+		if child != "" {
+			_ = os.Remove(child)
+		}
+	})
+	if err := cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := cli.ContainerInspect(ctx, created.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := freezerCgroup(c.State.Pid)
+	if err != nil || rel == "" {
+		t.Fatalf("the node's freezer cgroup: %q, %v", rel, err)
+	}
+	// The node's process moved into a cgroup of its own below the node's,
+	// where a pod's container is, and frozen there.
+	child = filepath.Join(HostCgroupRoot, "freezer", rel, "frozen-by-test")
+	if err := os.Mkdir(child, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(child, "cgroup.procs"), []byte(strconv.Itoa(c.State.Pid)), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(child, "freezer.state"), []byte("FROZEN"), 0); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, _ := os.ReadFile(filepath.Join(child, "freezer.state"))
+		if strings.TrimSpace(string(b)) == "FROZEN" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the cgroup did not freeze: %s", b)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	removed, errs := p.removeContainers(ctx, name, map[string]bool{"k3d-" + name + "-agent-0": true})
+	if len(errs) > 0 {
+		t.Fatalf("removing a node with a frozen cgroup: %v", errs)
+	}
+	if len(removed) != 1 || !strings.Contains(removed[0], "1 frozen cgroup(s) in k3d-"+name+"-agent-0, thawed") {
+		t.Errorf("notes %q do not say the frozen cgroup was thawed", removed)
+	}
+	if _, err := cli.ContainerInspect(ctx, created.ID); !cerrdefs.IsNotFound(err) {
+		t.Errorf("the node is still there: %v", err)
+	}
+}
