@@ -9,26 +9,16 @@ LDFLAGS := -X github.com/sriov-lane/sriov-lane/pkg/cmd.version=$(VERSION) -X git
 
 # Test assets (kube-apiserver, etcd) built by hack/test-env.sh.
 export SRIOV_LANE_TEST_ASSETS := $(CURDIR)/bin/test-assets
-# The e2e package took 21 min on a machine new to make test, its commands
-# slowed by the load (see testutil.CommandBound); 45 min leaves CI's 90 room
-# for a new machine's set-up (20-27 min).
-TEST_TIMEOUT ?= 45m
 # Extra arguments for go test, e.g. TESTFLAGS='-run TestUp -v'.
 TESTFLAGS ?=
-# e2e tests that each bring their own lane up run this many at a time. The
-# suite is CPU-bound either way. 6 started the long chains early, but on a
-# 2-core machine 6 lanes beside the cluster-making packages, the kernel tier
-# and the API server tests held the load average near 50, and a rig agent
-# restarted mid-create or a create outran its bound; 4 keeps the peak lower.
-TEST_PARALLEL ?= 4
 LANE_ARGS ?=
 
-.PHONY: all help build lane test test-env unit verify vet lint shellcheck maps fmt bench clean manifests demo demo-down
+.PHONY: all help build lane test test-env test-unit test-apiserver test-cluster test-kernel test-disruptive verify vet lint shellcheck maps fmt bench clean manifests demo demo-down
 
 all: build
 
 help: ## list the targets
-	@awk -F ':.*## ' '/^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk -F ':.*## ' '/^[a-zA-Z_-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 build: ## bin/sriov-lane
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/sriov-lane ./cmd/sriov-lane
@@ -49,52 +39,43 @@ test-env: ## install and start what the tests need; idempotent, seconds when pre
 	hack/test-env.sh
 
 # `make test` is the README's test command and what CI runs: set up,
-# verify, then run every test. SRIOV_LANE_TEST_STRICT=1 turns a missing prerequisite into
-# a failure instead of a skip, so nothing silently goes untested.
+# verify, then every test, in tiers one after another (hack/test-tiers.sh:
+# which packages each tier runs, its parallelism from the cores, its
+# timeout). Each tier alone is make test-<tier>.
 # Stand-ins with their own Go module (kept out of the product's dependency
-# graph); vet and test them too.
+# graph); vet, lint and test them too.
 STANDIN_MODULES := test/standin/sriovdp test/standin/flannelcni test/standin/sriovcni test/standin/localpath test/standin/drasriov
-
-# The e2e package, the longest by far, the rig's own cluster test and the
-# kernel tier (QEMU guests under TCG, ~20-35 s of CPU a boot) are named
-# first so go test starts them first; the rest fit beside them.
-TEST_PKGS ?= ./test/e2e ./test/standin/k3drig ./test/kernel ./...
-# Test binaries run at once: the e2e package holds one slot for its whole
-# run, and the cluster-making packages beside it must not queue behind
-# each other in the second.
-TEST_PROCS ?= 4
 
 # Reports of make test, where CI collects them: ARTIFACTS when set (Prow's
 # convention), else bin/reports. As kind's hack/make-rules/test.sh@v0.32.0
 # does, gotestsum runs go test, passing its output through, and writes JUnit;
 # go test writes a coverage profile over every package of the module
-# (-coverpkg), and go tool cover renders it as HTML. One of each per module:
-# junit_<module>.xml, coverage_<module>.out and .html, and timing_<module>.json,
-# each test's end with its time and duration, to see which tests ran beside
-# which and which ended last (JUnit has durations, not ends) (gotestsum reads go
-# test -json from $(GO), so GO= still chooses the toolchain). Measured on this tree
-# (every test binary built, none run): the instrumented build costs ~25 s of
-# CPU the first time and nothing once cached; running the unit packages
-# with counters on took no measurable longer.
-REPORT_DIR := $(abspath $(or $(ARTIFACTS),bin/reports))
-GO_TEST = $(CURDIR)/bin/gotestsum --format $(if $(filter -v -v=true,$(TESTFLAGS)),standard-verbose,standard-quiet) \
-	--junitfile $(REPORT_DIR)/junit_$$report.xml --jsonfile-timing-events $(REPORT_DIR)/timing_$$report.json --raw-command -- $(GO) test -json \
-	-covermode=count -coverpkg=./... -coverprofile=$(REPORT_DIR)/coverage_$$report.out
+# (-coverpkg), and go tool cover renders it as HTML. One of each per tier
+# (and stand-in module): junit_<tier>.xml, coverage_<tier>.out and .html, and
+# timing_<tier>.json, each test's end with its time and duration, to see
+# which tests ran beside which and which ended last (JUnit has durations,
+# not ends) (gotestsum reads go test -json from $(GO), so GO= still chooses
+# the toolchain).
+export REPORT_DIR := $(abspath $(or $(ARTIFACTS),bin/reports))
+export GO TESTFLAGS
 
-# go tool cover resolves a profile's packages in the module that made it, so
-# each module's HTML is rendered in its own directory, right after its tests.
-COVER_HTML = { [ ! -s $(REPORT_DIR)/coverage_$$report.out ] || $(GO) tool cover -html=$(REPORT_DIR)/coverage_$$report.out -o $(REPORT_DIR)/coverage_$$report.html; }
+test: test-env verify bin/gotestsum ## the README's test command: test-env, verify, then every tier
+	hack/test-tiers.sh
 
-test: test-env verify bin/gotestsum ## the README's test command: test-env, verify, then every test
-	mkdir -p $(REPORT_DIR)
-	rc=0; report=sriov-lane; SRIOV_LANE_TEST_STRICT=1 SRIOV_LANE_TEST_DOCKERD_RESTART=1 $(GO_TEST) -count=1 -timeout $(TEST_TIMEOUT) -p $(TEST_PROCS) -parallel $(TEST_PARALLEL) $(TESTFLAGS) $(TEST_PKGS) || rc=1; \
-	$(COVER_HTML) || rc=1; \
-	docker info >/dev/null 2>&1 && docker inspect -f '{{.State.Running}}' sriov-lane-rig-registry 2>/dev/null | grep -qx true || { echo "make test: dockerd or the rig registry is down (a dockerd restart test died?): make test-env"; $(MAKE) test-env || rc=1; }; \
-	for m in $(STANDIN_MODULES); do (report=standin-$$(basename $$m); cd $$m || exit 1; t=0; SRIOV_LANE_TEST_STRICT=1 $(GO_TEST) -count=1 $(TESTFLAGS) ./... || t=1; $(COVER_HTML) || t=1; exit $$t) || rc=1; done; \
-	echo "test reports: $(REPORT_DIR)"; exit $$rc
+test-unit: bin/gotestsum ## tier: tests that need neither root, Docker, a control plane nor a guest
+	hack/test-tiers.sh unit
 
-unit: ## tests that need neither root nor Docker (others skip)
-	$(GO) test -count=1 ./...
+test-apiserver: test-env bin/gotestsum ## tier: tests on a real etcd and kube-apiserver
+	hack/test-tiers.sh apiserver
+
+test-cluster: test-env bin/gotestsum ## tier: root or Docker: the rig, k3d clusters, the e2e lanes
+	hack/test-tiers.sh cluster
+
+test-kernel: test-env bin/gotestsum ## tier: the kernel tier's QEMU guests
+	hack/test-tiers.sh kernel
+
+test-disruptive: test-env bin/gotestsum ## tier: the dockerd restart and the random kills, alone
+	hack/test-tiers.sh disruptive
 
 verify: vet lint shellcheck maps ## gofmt, go vet, golangci-lint, shellcheck, the layering and doc-map tests
 

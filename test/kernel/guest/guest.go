@@ -107,7 +107,7 @@ func self() string {
 
 // WaitBound bounds the guest's waits for a child it started (a holder, an
 // agent) to be ready, or for a driver's deferred work (a VF's netdev): the
-// guest runs niced under TCG beside make test's lanes, where a child of
+// guest ran niced under TCG beside make test's lanes, where a child of
 // this large test binary once took over 10 s to start (6.1, a warm make
 // test on a slower machine). Only a failure waits this long.
 const WaitBound = 60 * time.Second

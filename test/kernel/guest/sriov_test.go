@@ -140,7 +140,7 @@ func (l *lane) up(ctx context.Context, pfName string, count int, mode string) (s
 // covers the kernel's whole write, and igb's VF removal under TCG took
 // over 10 s beside a make test run (a 10 s bound then failed with "no
 // holder found" and left the PF half undone for the next test); the
-// guest also runs niced there (test/kernel/vm). Twice down's own bound
+// guest also ran niced there then (test/kernel/vm). Twice down's own bound
 // (sriov.DefaultHolderWait), which a real NIC's removal never nears.
 const quietDownBound = 2 * sriov.DefaultHolderWait
 

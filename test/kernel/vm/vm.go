@@ -15,7 +15,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -84,23 +83,16 @@ const KeepEnv = "SRIOV_LANE_KERNEL_KEEP"
 
 const consoleTailLines = 60
 
-// DefaultTimeout bounds a guest that sets no Timeout. A guest runs niced
-// (guestNice) under TCG beside the e2e lanes, and its suite has grown to
-// minutes of guest time: on this 2-core machine, with the e2e lanes and
-// other work beside them, a 6.12 guest's own tests took 12m41s before
-// its scenario started, and both guests of that run were killed at a
-// 15 min bound while still working (their vCPUs idle between steps, not
-// stuck in the kernel); make test alone has taken ~13 min for the tier.
-// So the bound is twice the slowest whole run seen: a hung guest costs
-// this much before it fails, and the hang report says where it stood.
+// DefaultTimeout bounds a guest that sets no Timeout. A guest's suite has
+// grown to minutes of guest time under TCG: when make test ran the tier
+// niced beside the e2e lanes on this 2-core machine, a 6.12 guest's own
+// tests took 12m41s before its scenario started, and both guests of that
+// run were killed at a 15 min bound while still working (their vCPUs idle
+// between steps, not stuck in the kernel). make test now runs the tier
+// alone (hack/test-tiers.sh), ~2 min; the bound stays at twice the slowest
+// whole run seen, as it only says when a hung guest fails, and the hang
+// report says where it stood.
 const DefaultTimeout = 30 * time.Minute
-
-// guestNice is QEMU's nice value. A TCG guest is batch work that keeps a
-// core busy for tens of seconds; make test runs the tier beside the e2e
-// lanes, which are CPU-bound and the suite's long pole, so the guests
-// take what those leave (a guest's own bounds are minutes, a lane's
-// waits are seconds).
-const guestNice = 10
 
 // shellLine is args as a shell command line, quoted where a shell would
 // split or expand them, for copying from an error.
@@ -222,9 +214,6 @@ func Start(ctx context.Context, c Config) (*Result, error) {
 	var hang string // set when the guest outlived c.Timeout
 	runErr := cmd.Start()
 	if runErr == nil {
-		// Best effort: a guest that keeps its default share only runs
-		// slower.
-		_ = syscall.Setpriority(syscall.PRIO_PROCESS, cmd.Process.Pid, guestNice)
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
 		bound := time.NewTimer(c.Timeout)
