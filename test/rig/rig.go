@@ -216,6 +216,7 @@ func (s *State) ServeConfig(dir string, l *log.Logger) sysfs.ServeConfig {
 	return sysfs.ServeConfig{
 		SysfsDir: s.SysfsRoot,
 		VFIODir:  s.VFIODir,
+		Owner:    s.Prefix,
 		KernelConfig: sysfs.KernelConfig{
 			PFs: pfs, VFDriver: s.VFDriver, PeerNetns: s.PeersNetns, StateFile: sysfs.StateFileIn(dir), Log: l,
 		},

@@ -9,6 +9,8 @@
 //     give a command and a control plane under make test's load
 //   - slot.go:      TakeSlot, one test's own lane names, rig prefix and
 //     ports, so tests running at once never collide
+//   - sweep.go:     Sweep, what killed runs left under the names of slots
+//     nobody holds (containers, networks, volumes, mounts, links, netns)
 //   - dockerlock.go: the host's Docker held shared by its users
 //     (RequireDockerClient) and alone by the test restarting dockerd
 //     (RequireDockerAlone)

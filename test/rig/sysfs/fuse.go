@@ -63,6 +63,9 @@ func Serve(cfg ServeConfig) (*Server, error) {
 		}
 	}
 	mount := func(dir string, root fs.InodeEmbedder, name string) error {
+		if cfg.Owner != "" {
+			name = cfg.Owner + "-" + name
+		}
 		srv, err := fs.Mount(dir, root, opts(name))
 		if err != nil {
 			return fmt.Errorf("mounting fake %s at %s: %w", name, dir, err)

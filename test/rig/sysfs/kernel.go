@@ -794,6 +794,11 @@ type ServeConfig struct {
 	// container device `vfio` and one file per group with a device bound
 	// to vfio-pci, whose opens Kernel counts.
 	VFIODir string
+	// Owner, when set, heads the mounts' source in mountinfo
+	// (<Owner>-sysfs, <Owner>-vfio): a rig's prefix, by which
+	// testutil.Sweep finds the mounts of a rig whose server died with its
+	// test.
+	Owner string
 }
 
 func mkdirs(dirs ...string) error {

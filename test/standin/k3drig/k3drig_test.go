@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -49,8 +48,10 @@ func TestK3dCreatesStandinClusterAndDeletesIt(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	name := fmt.Sprintf("%s%d", clusterPrefix, os.Getpid()%100000)
-	sweepDeadRuns(t, docker, name)
+	// A slot's lane name: what a killed run of this test left under it is
+	// swept by make test (testutil.Sweep) before anything runs.
+	slot := testutil.TakeSlot(t)
+	name := slot.Lane(0)
 	// The fake sysfs for the agents, mounted before they start (their
 	// bind mounts take what is mounted then); its PF comes once the
 	// agents' MACs are known. Registered before the cluster's cleanup, so
@@ -67,7 +68,7 @@ func TestK3dCreatesStandinClusterAndDeletesIt(t *testing.T) {
 		}
 	})
 
-	port := testutil.FreePort(t)
+	port := slot.Port(t)
 	simple := v1alpha5.SimpleConfig{
 		TypeMeta:   conftypes.TypeMeta{Kind: "Simple", APIVersion: "k3d.io/v1alpha5"},
 		ObjectMeta: conftypes.ObjectMeta{Name: name},
@@ -443,59 +444,6 @@ const (
 	// every node: its first subnet lease and the readiness probe after.
 	flannelRolloutTimeout = 2 * time.Minute
 )
-
-// clusterPrefix names this test's clusters; the rest is the test
-// process's PID.
-const clusterPrefix = "h1a-rig-"
-
-// sweepDeadRuns removes the clusters of test processes that are gone: a
-// run killed before its cleanups leaves a whole cluster whose nodes Docker
-// restarts (unless-stopped) with every daemon restart, burning CPU under
-// every later run. own is this run's cluster.
-func sweepDeadRuns(t *testing.T, docker *dockerclient.Client, own string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	cs, err := docker.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", k3d.LabelClusterName))})
-	if err != nil {
-		t.Logf("not sweeping earlier runs' clusters: %v", err)
-		return
-	}
-	seen := map[string]bool{}
-	for _, c := range cs {
-		name := c.Labels[k3d.LabelClusterName]
-		pid, err := strconv.Atoi(strings.TrimPrefix(name, clusterPrefix))
-		if seen[name] || name == own || !strings.HasPrefix(name, clusterPrefix) || err != nil {
-			continue
-		}
-		seen[name] = true
-		// A live run of this test (another checkout on this dockerd) keeps
-		// its cluster; PIDs are cut to five digits, so match by command.
-		if runOfThisTest(pid) {
-			continue
-		}
-		t.Logf("removing cluster %s left by a test run that is gone", name)
-		removeLeftovers(t, docker, name)
-	}
-}
-
-// runOfThisTest reports whether a process whose PID ends in pid (five
-// digits) is a k3drig test binary.
-func runOfThisTest(pid int) bool {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return true // cannot tell: leave it
-	}
-	for _, e := range entries {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil || p%100000 != pid {
-			continue
-		}
-		if cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline")); err == nil && bytes.Contains(cmd, []byte("k3drig.test")) {
-			return true
-		}
-	}
-	return false
-}
 
 // removeLeftovers deletes by name what a failed run left, touching nothing
 // of other users of the shared dockerd.

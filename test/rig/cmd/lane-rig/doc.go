@@ -4,7 +4,8 @@
 //
 // Where things live (TestDocFileMap keeps this list true):
 //   - main.go:        the command tree and up, down and emulate, the
-//     detached process that serves the fake kernel
+//     detached process that serves the fake kernel; sweep, what killed
+//     test runs left (testutil.Sweep)
 //   - push.go:        push-image, a local image pushed to the rig registry
 //     with uncompressed layers
 //   - env.go:         env, `make test-env`'s part after the host's set-up:

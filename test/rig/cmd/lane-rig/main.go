@@ -14,6 +14,7 @@ import (
 
 	"github.com/sriov-lane/sriov-lane/test/rig"
 	"github.com/sriov-lane/sriov-lane/test/rig/sysfs"
+	"github.com/sriov-lane/sriov-lane/test/testutil"
 )
 
 func main() {
@@ -30,8 +31,25 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newUp(), newDown(), newEmulate(), newPushImage(), newEnv())
+	root.AddCommand(newUp(), newDown(), newEmulate(), newPushImage(), newEnv(), newSweep())
 	return root
+}
+
+// newSweep is make test's first and last step (hack/test-tiers.sh): what
+// killed test runs left under the names of test slots nobody holds.
+func newSweep() *cobra.Command {
+	return &cobra.Command{
+		Use:   "sweep",
+		Short: "Remove what killed test runs left under the names of free test slots (testutil.Sweep)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			removed, err := testutil.Sweep(cmd.Context())
+			for _, r := range removed {
+				fmt.Fprintf(cmd.OutOrStdout(), "removed %s\n", r)
+			}
+			return err
+		},
+	}
 }
 
 func absDir(dir string) (string, error) {

@@ -1,0 +1,155 @@
+package testutil
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/volume"
+	"github.com/docker/docker/client"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// leftovers makes under s's names what a killed test leaves: a k3d node
+// container, its network and image volume, a sleeper container named
+// after the rig prefix, a stand-in PF pair with one end in the rig's
+// named netns, and a lane's pinned netns (a bind mount) under dir. It
+// returns a check that reports which of them still exist, and registers
+// their removal for the test's end.
+func leftovers(t *testing.T, cli *client.Client, s *Slot, dir string) func() []string {
+	t.Helper()
+	ctx := context.Background()
+	lane, prefix := s.Lane(3), s.RigPrefix()
+	node, sleeper := "k3d-"+lane+"-agent-0", prefix+"-sleeper-0"
+	netName, volName := "k3d-"+lane, "k3d-"+lane+"-images"
+	labels := map[string]string{k3dClusterLabel: lane}
+	if _, err := cli.NetworkCreate(ctx, netName, network.CreateOptions{Labels: labels}); err != nil {
+		t.Fatalf("creating network %s: %v", netName, err)
+	}
+	if _, err := cli.VolumeCreate(ctx, volume.CreateOptions{Name: volName, Labels: labels}); err != nil {
+		t.Fatalf("creating volume %s: %v", volName, err)
+	}
+	// Created, never started: the sweep removes a container in any state.
+	for name, l := range map[string]map[string]string{node: labels, sleeper: nil} {
+		if _, err := cli.ContainerCreate(ctx, &container.Config{Image: StandinPauseImage, Labels: l}, nil, nil, nil, name); err != nil {
+			t.Fatalf("creating container %s: %v", name, err)
+		}
+	}
+	peers := prefix + "-peers"
+	nsPath := filepath.Join("/run/netns", peers)
+	if err := os.MkdirAll("/run/netns", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(nsPath, nil, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("/proc/self/ns/net", nsPath, "", unix.MS_BIND, ""); err != nil {
+		t.Fatalf("pinning %s: %v", nsPath, err)
+	}
+	pf := prefix + "0"
+	if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: pf}, PeerName: prefix + "0p"}); err != nil {
+		t.Fatalf("adding %s: %v", pf, err)
+	}
+	pin := filepath.Join(dir, "lanes", lane, "netns", "agent-0")
+	if err := os.MkdirAll(filepath.Dir(pin), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(pin, nil, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("/proc/self/ns/net", pin, "", unix.MS_BIND, ""); err != nil {
+		t.Fatalf("pinning %s: %v", pin, err)
+	}
+	left := func() []string {
+		var out []string
+		for _, c := range []string{node, sleeper} {
+			if _, err := cli.ContainerInspect(ctx, c); !cerrdefs.IsNotFound(err) {
+				out = append(out, "container "+c)
+			}
+		}
+		if _, err := cli.NetworkInspect(ctx, netName, network.InspectOptions{}); !cerrdefs.IsNotFound(err) {
+			out = append(out, "network "+netName)
+		}
+		if _, err := cli.VolumeInspect(ctx, volName); !cerrdefs.IsNotFound(err) {
+			out = append(out, "volume "+volName)
+		}
+		if _, err := os.Stat(nsPath); err == nil {
+			out = append(out, "netns "+peers)
+		}
+		for _, l := range []string{pf, prefix + "0p"} {
+			if _, err := netlink.LinkByName(l); err == nil {
+				out = append(out, "link "+l)
+			}
+		}
+		ms, err := slotMounts([]string{lane}, prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range ms {
+			out = append(out, "mount "+m)
+		}
+		return out
+	}
+	t.Cleanup(func() {
+		if _, err := sweepSlot(ctx, cli, s); err != nil {
+			t.Errorf("cleaning up: %v", err)
+		}
+	})
+	return left
+}
+
+// A slot's sweep removes what carries its names, and only that: another
+// slot's leftovers stay, and so does everything of a slot a live test
+// holds when all slots are swept.
+func TestSweepRemovesOnlyTheSlotsOwn(t *testing.T) {
+	RequireRoot(t)
+	cli := RequireDockerClient(t)
+	RequireImage(t, cli, StandinPauseImage)
+	a, b := TakeSlot(t), TakeSlot(t)
+	dir := t.TempDir()
+	leftA, leftB := leftovers(t, cli, a, dir), leftovers(t, cli, b, dir)
+	if got := leftA(); len(got) != 8 {
+		t.Fatalf("made %d leftovers under slot %d, want 8: %v", len(got), a.n, got)
+	}
+
+	// a and b are held by this test: a sweep of every free slot leaves
+	// them be.
+	removed, err := Sweep(context.Background())
+	if err != nil {
+		t.Fatalf("Sweep: %v", err)
+	}
+	for _, r := range removed {
+		if strings.Contains(r, a.RigPrefix()) || strings.Contains(r, a.Lane(3)) || strings.Contains(r, b.RigPrefix()) || strings.Contains(r, b.Lane(3)) {
+			t.Errorf("Sweep removed %s of a held slot", r)
+		}
+	}
+	if got := leftA(); len(got) != 8 {
+		t.Fatalf("after sweeping the free slots, slot %d has %d of its 8 leftovers: %v", a.n, len(got), got)
+	}
+
+	removed, err = sweepSlot(context.Background(), cli, a)
+	if err != nil {
+		t.Fatalf("sweeping slot %d: %v", a.n, err)
+	}
+	if got := leftA(); len(got) != 0 {
+		t.Errorf("after its sweep, slot %d still has %v", a.n, got)
+	}
+	// The peer end went with the netns' veth pair: reported or not, it
+	// is gone; the rest is each reported once.
+	for _, want := range []string{"container k3d-" + a.Lane(3) + "-agent-0", "container " + a.RigPrefix() + "-sleeper-0",
+		"network k3d-" + a.Lane(3), "volume k3d-" + a.Lane(3) + "-images", "netns " + a.RigPrefix() + "-peers", "link " + a.RigPrefix() + "0"} {
+		if !slices.Contains(removed, want) {
+			t.Errorf("sweep of slot %d did not report %q: %v", a.n, want, removed)
+		}
+	}
+	if got := leftB(); len(got) != 8 {
+		t.Errorf("slot %d's sweep touched slot %d: it has %d of its 8 leftovers: %v", a.n, b.n, len(got), got)
+	}
+}
