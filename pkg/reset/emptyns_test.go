@@ -2,7 +2,9 @@ package reset
 
 import (
 	"context"
+	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
 
@@ -62,10 +65,45 @@ func TestEmptyNamespacesFinalizesOnlyEmptyNamespaces(t *testing.T) {
 		refs[name] = objectRef{Version: "v1", Resource: "namespaces", Name: name, UID: ns.UID}
 	}
 
-	// job-a empties and goes; job-b cannot while its pod is held.
-	sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	err := emptyNamespaces(sctx, kc, []objectRef{refs["job-a"], refs["job-b"]}, testLogger(t))
+	// job-a empties and goes; job-b cannot while its pod is held. The
+	// emptying is ended once job-a is gone and a whole round of job-b's
+	// has returned: each round lists job-b's pods first and once
+	// (deleteContentRound), so a second list means the first round is
+	// over and its findings are what the error says. Ended on those
+	// events, not at a time the machine's load decides.
+	var podLists atomic.Int32
+	counted := rest.CopyConfig(cfg)
+	counted.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if r.Method == http.MethodGet && r.URL.Path == "/api/v1/namespaces/job-b/pods" {
+				podLists.Add(1)
+			}
+			return rt.RoundTrip(r)
+		})
+	})
+	ckc, err := kube.ForConfig(counted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	ended := make(chan error, 1)
+	go func() {
+		defer cancel()
+		// The bound only says when to give up on a reset that never gets
+		// there: the assertions below then name what is missing.
+		ended <- wait.PollUntilContextTimeout(sctx, 50*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			if podLists.Load() < 2 {
+				return false, nil
+			}
+			_, err := cs.CoreV1().Namespaces().Get(ctx, "job-a", metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		})
+	}()
+	err = emptyNamespaces(sctx, ckc, []objectRef{refs["job-a"], refs["job-b"]}, testLogger(t))
 	cancel()
+	if werr := <-ended; werr != nil && !wait.Interrupted(werr) {
+		t.Errorf("watching the emptying: %v", werr)
+	}
 	if err == nil || !strings.Contains(err.Error(), "namespace job-b") || !strings.Contains(err.Error(), "1 pods (finalizers ["+hold+"])") {
 		t.Errorf("emptying a namespace whose pod is held: %v, want it to name the held pod", err)
 	}
@@ -130,3 +168,8 @@ func TestEmptyNamespacesFinalizesOnlyEmptyNamespaces(t *testing.T) {
 		t.Errorf("the new job-a was touched: %+v, %v", again, err)
 	}
 }
+
+// roundTripFunc is an http.RoundTripper from a function.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -49,13 +49,25 @@ func TestSmokeFailureNamesPodCheckAndEvents(t *testing.T) {
 }
 
 // kubeletDeletes makes pod deletes graceful, as with a kubelet: the pod
-// stays until release is called (after the deleter started watching).
+// stays until release is called. watching is closed once the deleter's
+// watch is registered with the tracker (made here as the fake's own watch
+// reactor makes it, k8s.io/client-go
+// kubernetes/fake/clientset_generated.go@v0.37.2), so a release after it
+// is an event the deleter sees.
 func kubeletDeletes(cs *fake.Clientset) (watching <-chan struct{}, release func()) {
 	w := make(chan struct{})
 	var once sync.Once
-	cs.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) {
+	cs.PrependWatchReactor("pods", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		var opts metav1.ListOptions
+		if wa, ok := a.(k8stesting.WatchActionImpl); ok {
+			opts = wa.ListOptions
+		}
+		wi, err := cs.Tracker().Watch(a.GetResource(), a.GetNamespace(), opts)
+		if err != nil {
+			return true, nil, err
+		}
 		once.Do(func() { close(w) })
-		return false, nil, nil
+		return true, wi, nil
 	})
 	cs.PrependReactor("delete", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, nil
@@ -73,7 +85,6 @@ func TestDeleteSmokePodWaitsUntilGone(t *testing.T) {
 	released := make(chan time.Time, 1)
 	go func() {
 		<-watching
-		time.Sleep(50 * time.Millisecond) // the watch registers after the reactor
 		released <- time.Now()
 		release()
 	}()
