@@ -50,10 +50,11 @@ func rigDocker(t *testing.T) (*Provider, *client.Client) {
 	return NewWithClient(cli), cli
 }
 
-// testLane is a lane on stand-in images whose state (machine-ids) and VFIO
-// dir live in the test's temp dir. vfio is a plain file standing for the
-// VFIO container device, so Prepare's chmod can be observed from the host.
-func testLane(t *testing.T, name string, agents int) *config.Lane {
+// testLane is a lane named and given its API port by slot, on stand-in
+// images, whose state (machine-ids) and VFIO dir live in the test's temp
+// dir. vfio is a plain file standing for the VFIO container device, so
+// Prepare's chmod can be observed from the host.
+func testLane(t *testing.T, slot *testutil.Slot, agents int) *config.Lane {
 	t.Helper()
 	dir := t.TempDir()
 	vfio := filepath.Join(dir, "vfio")
@@ -64,11 +65,11 @@ func testLane(t *testing.T, name string, agents int) *config.Lane {
 		t.Fatal(err)
 	}
 	l := config.Default()
-	l.Name = name
+	l.Name = slot.Lane(0)
 	l.Agents = agents
 	l.K3sImage = testutil.StandinK3sImage
 	l.ToolsImage = testutil.StandinToolsImage
-	l.APIPort = testutil.FreePort(t)
+	l.APIPort = slot.Port(t)
 	l.Registry.Enabled = new(bool)
 	l.StateDir = filepath.Join(dir, "state")
 	l.VFIODir = vfio
@@ -153,8 +154,9 @@ func hostNetnsInode(t *testing.T) uint64 {
 
 func TestRigCreateInspectRestartDelete(t *testing.T) {
 	p, cli := rig(t)
-	name := testutil.TakeSlot(t).Lane(0)
-	l := testLane(t, name, 2)
+	slot := testutil.TakeSlot(t)
+	name := slot.Lane(0)
+	l := testLane(t, slot, 2)
 	cleanupLane(t, p, cli, name)
 	ctx := context.Background()
 
@@ -354,8 +356,9 @@ func rootShared(mountinfo string) bool {
 func missingImageLane(t *testing.T) (*Provider, *client.Client, string, *config.Lane) {
 	t.Helper()
 	p, cli := rigDocker(t)
-	name := testutil.TakeSlot(t).Lane(0)
-	l := testLane(t, name, 1)
+	slot := testutil.TakeSlot(t)
+	name := slot.Lane(0)
+	l := testLane(t, slot, 1)
 	l.K3sImage = "sriov-lane-standin/does-not-exist:x"
 	l.WaitTimeout.Duration = time.Minute
 	cleanupLane(t, p, cli, name)
@@ -410,8 +413,9 @@ func TestRigCreateFailureRetained(t *testing.T) {
 // quote its log, and nothing may be left.
 func TestRigCreateNodeNeverReady(t *testing.T) {
 	p, cli := rig(t)
-	name := testutil.TakeSlot(t).Lane(0)
-	l := testLane(t, name, 1)
+	slot := testutil.TakeSlot(t)
+	name := slot.Lane(0)
+	l := testLane(t, slot, 1)
 	// The tools image runs but is no k3s: the server never logs ready
 	// (it prints nothing either, so the quoted log is empty; that the
 	// tail is read at all is checked in TestRigCreateInspectRestartDelete).
@@ -434,11 +438,12 @@ func TestRigCreateNodeNeverReady(t *testing.T) {
 func TestRigRegistryAndLoad(t *testing.T) {
 	p, cli := rig(t)
 	testutil.RequireImage(t, cli, testutil.StandinRegistryImage)
-	name := testutil.TakeSlot(t).Lane(0)
-	l := testLane(t, name, 1)
+	slot := testutil.TakeSlot(t)
+	name := slot.Lane(0)
+	l := testLane(t, slot, 1)
 	l.Registry.Enabled = nil // default: on
 	l.Registry.Image = testutil.StandinRegistryImage
-	l.Registry.Address = fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	l.Registry.Address = fmt.Sprintf("127.0.0.1:%d", slot.Port(t))
 	// The datastore on the container's own disk too: a cluster on the rig
 	// costs more than both checks, and neither touches the other.
 	l.Server.DatastoreOnTmpfs = new(bool)
@@ -582,7 +587,8 @@ func lastAddress(out string) string {
 // registry's name without the lane's label.
 func TestRigDeleteSparesForeignRegistryName(t *testing.T) {
 	p, cli := rig(t)
-	name := testutil.TakeSlot(t).Lane(0)
+	slot := testutil.TakeSlot(t)
+	name := slot.Lane(0)
 	ctx := context.Background()
 	t.Cleanup(func() {
 		_ = cli.ContainerRemove(context.Background(), RegistryName(name), container.RemoveOptions{Force: true})
@@ -597,7 +603,7 @@ func TestRigDeleteSparesForeignRegistryName(t *testing.T) {
 	if _, err := cli.ContainerInspect(ctx, RegistryName(name)); err != nil {
 		t.Errorf("foreign container removed: %v", err)
 	}
-	l := testLane(t, name, 1)
+	l := testLane(t, slot, 1)
 	l.Registry.Enabled = nil
 	if err := p.Create(ctx, l, CreateOptions{}); !errors.Is(err, ErrExists) {
 		t.Errorf("create over a foreign registry container: %v, want ErrExists", err)
@@ -610,7 +616,8 @@ func TestRigDeleteSparesForeignRegistryName(t *testing.T) {
 // volume held for good by anything else.
 func TestRigDeleteWaitsForAVolumeBeingReleased(t *testing.T) {
 	p, cli := rig(t)
-	name := testutil.TakeSlot(t).Lane(0)
+	slot := testutil.TakeSlot(t)
+	name := slot.Lane(0)
 	ctx := context.Background()
 	defer func(d time.Duration) { volumeReleaseTimeout = d }(volumeReleaseTimeout)
 	holder := "sriov-lane-test-" + name + "-holder"
@@ -694,7 +701,8 @@ func TestRigDeleteWaitsForAVolumeBeingReleased(t *testing.T) {
 // removing by the shared name fails as ambiguous.
 func TestRigDeleteRemovesTwoNetworksOfOneName(t *testing.T) {
 	p, cli := rig(t)
-	name := testutil.TakeSlot(t).Lane(0)
+	slot := testutil.TakeSlot(t)
+	name := slot.Lane(0)
 	ctx := context.Background()
 	var ids []string
 	t.Cleanup(func() {
@@ -750,7 +758,8 @@ func TestRigDeleteRemovesTwoNetworksOfOneName(t *testing.T) {
 // one made later means the case did not arise, and it is tried again.
 func TestRigUndoInterruptedCreateRemovesLateNetwork(t *testing.T) {
 	p, cli := rigDocker(t)
-	name := testutil.TakeSlot(t).Lane(0)
+	slot := testutil.TakeSlot(t)
+	name := slot.Lane(0)
 	ctx := context.Background()
 	t.Cleanup(func() { _ = cli.NetworkRemove(context.Background(), NetworkName(name)) })
 	// The create below must land inside the spell, and Docker's network

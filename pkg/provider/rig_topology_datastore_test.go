@@ -30,8 +30,9 @@ import (
 // stand-in's etcd, as it would k3s's. Read through the Docker API.
 func TestRigTopologyAndDatastoreTmpfs(t *testing.T) {
 	p, cli := rig(t)
-	name := testutil.TakeSlot(t).Lane(0)
-	l := testLane(t, name, 1)
+	slot := testutil.TakeSlot(t)
+	name := slot.Lane(0)
+	l := testLane(t, slot, 1)
 	l.Kubelet.TopologyManagerPolicy = config.TopologyPolicyRestricted
 	l.Kubelet.TopologyManagerScope = config.TopologyScopePod
 	// Cleanups run last-registered first: this check runs after the delete.

@@ -79,7 +79,8 @@ func sweepSlot(ctx context.Context, cli *client.Client, s *Slot) ([]string, erro
 	prefix := s.RigPrefix()
 	ofSlot := func(name string) bool {
 		for _, l := range lanes {
-			if name == "k3d-"+l || strings.HasPrefix(name, "k3d-"+l+"-") {
+			// k3d's names and the lane's registry (<lane>-registry).
+			if name == "k3d-"+l || strings.HasPrefix(name, "k3d-"+l+"-") || strings.HasPrefix(name, l+"-") {
 				return true
 			}
 		}
