@@ -31,7 +31,8 @@ import (
 //   - the host's mounts: the pinned netns of its lanes
 //     (<state dir>/lanes/<lane>/netns/<agent>) and its rig's FUSE sysfs and
 //     /dev/vfio;
-//   - the kernel: its rig's links in the init netns and its named netns.
+//   - the kernel: its rig's links in the init netns and its named netns;
+//   - processes listening on its ports (a killed test's control plane).
 //
 // Each slot is held while it is swept, so no test takes it meanwhile.
 // Docker must answer: make test sweeps before and after its tiers, with
@@ -168,6 +169,25 @@ func sweepSlot(ctx context.Context, cli *client.Client, s *Slot) ([]string, erro
 		}
 		removed = append(removed, "netns "+e.Name())
 	}
+	// A control plane of a killed test (test/apiserver: kube-apiserver and
+	// etcd in process groups of their own) outlives it on the slot's
+	// ports. Docker's own proxies are left to Docker: they went with the
+	// containers above.
+	pids, err := listeners(s)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for pid, comm := range pids {
+		if comm == "docker-proxy" || pid == os.Getpid() {
+			continue
+		}
+		if err := unix.Kill(pid, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
+			errs = append(errs, fmt.Errorf("killing %s (pid %d) on a port of the slot: %w", comm, pid, err))
+			continue
+		}
+		removed = append(removed, fmt.Sprintf("process %s (pid %d)", comm, pid))
+	}
+
 	links, err := LinkList(nil)
 	if err != nil {
 		errs = append(errs, err)
@@ -242,4 +262,58 @@ func unescapeMountinfo(s string) string {
 		b.WriteByte(s[i])
 	}
 	return b.String()
+}
+
+// listeners returns the processes (pid and comm) with a TCP socket
+// listening on one of s's ports, read from /proc/net/tcp{,6} (a LISTEN
+// socket's inode) and each process's fds.
+func listeners(s *Slot) (map[int]string, error) {
+	ports := map[uint64]bool{}
+	for i := range portsPerSlot {
+		ports[uint64(s.port(i))] = true
+	}
+	inodes := map[string]bool{}
+	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(table)
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+			return nil, err
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			// sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+			f := strings.Fields(line)
+			if len(f) < 10 || f[3] != "0A" { // TCP_LISTEN
+				continue
+			}
+			_, hexPort, ok := strings.Cut(f[1], ":")
+			if port, err := strconv.ParseUint(hexPort, 16, 16); ok && err == nil && ports[port] {
+				inodes["socket:["+f[9]+"]"] = true
+			}
+		}
+	}
+	out := map[int]string{}
+	if len(inodes) == 0 {
+		return out, nil
+	}
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		fds, _ := os.ReadDir(filepath.Join("/proc", p.Name(), "fd")) // gone meanwhile: nothing to kill
+		for _, fd := range fds {
+			if l, err := os.Readlink(filepath.Join("/proc", p.Name(), "fd", fd.Name())); err == nil && inodes[l] {
+				comm, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "comm"))
+				out[pid] = strings.TrimSpace(string(comm))
+				break
+			}
+		}
+	}
+	return out, nil
 }

@@ -3,10 +3,13 @@ package testutil
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
@@ -15,15 +18,17 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // leftovers makes under s's names what a killed test leaves: a k3d node
 // container, its network and image volume, a sleeper container named
 // after the rig prefix, a stand-in PF pair with one end in the rig's
-// named netns, and a lane's pinned netns (a bind mount) under dir. It
+// named netns, a lane's pinned netns (a bind mount) under dir, and a
+// process listening on one of the slot's ports. It
 // returns a check that reports which of them still exist, and registers
 // their removal for the test's end.
-func leftovers(t *testing.T, cli *client.Client, s *Slot, dir string) func() []string {
+func leftovers(t *testing.T, cli *client.Client, s *Slot, dir string) (left func() []string, listenerExited <-chan struct{}) {
 	t.Helper()
 	ctx := context.Background()
 	lane, prefix := s.Lane(3), s.RigPrefix()
@@ -67,8 +72,29 @@ func leftovers(t *testing.T, cli *client.Client, s *Slot, dir string) func() []s
 	if err := unix.Mount("/proc/self/ns/net", pin, "", unix.MS_BIND, ""); err != nil {
 		t.Fatalf("pinning %s: %v", pin, err)
 	}
-	left := func() []string {
+	// A process listening on a port of the slot, as a killed test's
+	// kube-apiserver does.
+	port := s.Port(t)
+	nc := exec.Command("busybox", "nc", "-l", "-p", strconv.Itoa(port))
+	if err := nc.Start(); err != nil {
+		t.Fatalf("starting a listener on port %d: %v", port, err)
+	}
+	ncDone := make(chan struct{})
+	go func() { _ = nc.Wait(); close(ncDone) }()
+	t.Cleanup(func() { _ = nc.Process.Kill(); <-ncDone })
+	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		pids, err := listeners(s)
+		return pids[nc.Process.Pid] != "", err
+	}); err != nil {
+		t.Fatalf("busybox nc never listened on port %d: %v", port, err)
+	}
+	left = func() []string {
 		var out []string
+		select {
+		case <-ncDone:
+		default:
+			out = append(out, "process nc")
+		}
 		for _, c := range []string{node, sleeper} {
 			if _, err := cli.ContainerInspect(ctx, c); !cerrdefs.IsNotFound(err) {
 				out = append(out, "container "+c)
@@ -102,7 +128,7 @@ func leftovers(t *testing.T, cli *client.Client, s *Slot, dir string) func() []s
 			t.Errorf("cleaning up: %v", err)
 		}
 	})
-	return left
+	return left, ncDone
 }
 
 // A slot's sweep removes what carries its names, and only that: another
@@ -114,9 +140,10 @@ func TestSweepRemovesOnlyTheSlotsOwn(t *testing.T) {
 	RequireImage(t, cli, StandinPauseImage)
 	a, b := TakeSlot(t), TakeSlot(t)
 	dir := t.TempDir()
-	leftA, leftB := leftovers(t, cli, a, dir), leftovers(t, cli, b, dir)
-	if got := leftA(); len(got) != 8 {
-		t.Fatalf("made %d leftovers under slot %d, want 8: %v", len(got), a.n, got)
+	leftA, exitedA := leftovers(t, cli, a, dir)
+	leftB, _ := leftovers(t, cli, b, dir)
+	if got := leftA(); len(got) != 9 {
+		t.Fatalf("made %d leftovers under slot %d, want 9: %v", len(got), a.n, got)
 	}
 
 	// a and b are held by this test: a sweep of every free slot leaves
@@ -130,13 +157,18 @@ func TestSweepRemovesOnlyTheSlotsOwn(t *testing.T) {
 			t.Errorf("Sweep removed %s of a held slot", r)
 		}
 	}
-	if got := leftA(); len(got) != 8 {
-		t.Fatalf("after sweeping the free slots, slot %d has %d of its 8 leftovers: %v", a.n, len(got), got)
+	if got := leftA(); len(got) != 9 {
+		t.Fatalf("after sweeping the free slots, slot %d has %d of its 9 leftovers: %v", a.n, len(got), got)
 	}
 
 	removed, err = sweepSlot(context.Background(), cli, a)
 	if err != nil {
 		t.Fatalf("sweeping slot %d: %v", a.n, err)
+	}
+	select { // SIGKILLed; reaped a moment later
+	case <-exitedA:
+	case <-time.After(time.Minute):
+		t.Errorf("the listener on slot %d's port outlived its sweep", a.n)
 	}
 	if got := leftA(); len(got) != 0 {
 		t.Errorf("after its sweep, slot %d still has %v", a.n, got)
@@ -149,7 +181,7 @@ func TestSweepRemovesOnlyTheSlotsOwn(t *testing.T) {
 			t.Errorf("sweep of slot %d did not report %q: %v", a.n, want, removed)
 		}
 	}
-	if got := leftB(); len(got) != 8 {
-		t.Errorf("slot %d's sweep touched slot %d: it has %d of its 8 leftovers: %v", a.n, b.n, len(got), got)
+	if got := leftB(); len(got) != 9 {
+		t.Errorf("slot %d's sweep touched slot %d: it has %d of its 9 leftovers: %v", a.n, b.n, len(got), got)
 	}
 }
