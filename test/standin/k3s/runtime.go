@@ -18,7 +18,10 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"k8s.io/apimachinery/pkg/util/wait"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/sriov-lane/sriov-lane/test/proc"
 )
@@ -114,6 +117,9 @@ func startNode(ctx context.Context, o nodeOptions) ([]*proc.Process, error) {
 		return nil, err
 	}
 	if err := waitSocket(ctx, ctrd, containerdSocket, 60*time.Second); err != nil {
+		return fail(err)
+	}
+	if err := waitCRI(ctx, ctrd, containerdSocket); err != nil {
 		return fail(err)
 	}
 	logf("Containerd is now running")
@@ -269,6 +275,44 @@ func waitSocket(ctx context.Context, p *proc.Process, path string, timeout time.
 		return ctx.Err()
 	default:
 		return fmt.Errorf("%s did not open %s within %s; log %s:\n%s", p.Name, path, timeout, p.LogPath, proc.Tail(p.LogPath, 3000))
+	}
+}
+
+// waitCRI returns once containerd's CRI answers Version, as k3s waits
+// before it starts kubelet (k3s-io/k3s pkg/agent/containerd/containerd.go
+// Run: cri.WaitForService, stored commit 8fed810c; pkg/agent/cri/cri.go
+// WaitForService, a try a second until ctx ends, "Waiting for containerd
+// startup" from the second, stored commit 27bcc052; pkg/agent/cri/cri_linux.go
+// Connection: a Version call, dialled for at most 3 s, stored commit
+// 20b50426). An open socket is not enough: containerd 2.x answers "server
+// is not initialized yet" until its CRI plugin is up, kubelet refuses to
+// start on that, and a node whose kubelet exits restarts in a new netns,
+// away from the PFs moved into it (seen in make test).
+func waitCRI(ctx context.Context, p *proc.Process, socket string) error {
+	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return fmt.Errorf("CRI client of %s: %w", socket, err)
+	}
+	defer conn.Close()
+	rs := runtimeapi.NewRuntimeServiceClient(conn)
+	for first := true; ; first = false {
+		if exited := p.Exited(); exited != nil {
+			return exited
+		}
+		vctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		_, err := rs.Version(vctx, &runtimeapi.VersionRequest{Version: "0.1.0"})
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if !first {
+			logf("Waiting for containerd startup: %v", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
 	}
 }
 
