@@ -89,8 +89,8 @@ func renderComponent(c cni.Component) ([]byte, error) {
 		fmt.Fprintf(&b, "# The PF names %s stand for the PFs up leases.\n", strings.Join(placeholderPFs, ", "))
 	}
 	if c.Name == cni.DRAComponent {
-		fmt.Fprintf(&b, "# Only in DRA mode, in place of sriov-cni and sriov-device-plugin; DRA mode is not\n")
-		fmt.Fprintf(&b, "# selectable yet (issue #22).\n")
+		fmt.Fprintf(&b, "# Only in DRA mode (vfAllocation: dra, or KUBEVIRT_USE_DRA=true), in place of\n")
+		fmt.Fprintf(&b, "# sriov-cni and sriov-device-plugin.\n")
 	}
 	if c.Name == cni.InjectorName {
 		fmt.Fprintf(&b, "# Optional: only with components.networkResourcesInjector: true. The Secret's data and the\n")

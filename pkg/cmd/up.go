@@ -24,7 +24,7 @@ PFs first, unless --retain.`,
   sriov-lane up --config lane.yaml -v
   sriov-lane up --agents 3 --pfs-per-node 2 --vf-driver netdevice
   SRIOV_LANE_NETWORK_RESOURCES_INJECTOR=true sriov-lane up   # pods get VF requests from their NADs
-  KUBEVIRT_USE_DRA=true sriov-lane up   # = --vf-allocation dra: VFs in ResourceSlices through dra-driver-sriov (verify: not yet)
+  KUBEVIRT_USE_DRA=true sriov-lane up   # = --vf-allocation dra: VFs in ResourceSlices through dra-driver-sriov
   sriov-lane up --ip-family dual --topology-manager-policy restricted --topology-manager-scope pod
   sriov-lane up --datastore-on-tmpfs=false   # k3s datastore on disk instead of a tmpfs
   sriov-lane up --kubevirtci _ci-configs/k3d-sriov   # writes .kubeconfig, .kubectl, config-provider-k3d-sriov.sh`,
