@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +18,8 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/sriov-lane/sriov-lane/test/rig/nsutil"
 )
 
 // Sweep removes what killed test runs left under the names of every slot
@@ -148,9 +151,9 @@ func sweepSlot(ctx context.Context, cli *client.Client, s *Slot) ([]string, erro
 	}
 
 	// The rig's named netns hold the private ends of its veths: deleting
-	// them deletes those pairs wherever the other end is.
-	nsDir := "/run/netns"
-	entries, err := os.ReadDir(nsDir)
+	// them as rig.Down does (nsutil.Delete, links first) deletes those
+	// pairs at once, wherever the other end is.
+	entries, err := os.ReadDir(nsutil.Path(""))
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		errs = append(errs, err)
 	}
@@ -158,13 +161,8 @@ func sweepSlot(ctx context.Context, cli *client.Client, s *Slot) ([]string, erro
 		if !strings.HasPrefix(e.Name(), prefix+"-") {
 			continue
 		}
-		p := filepath.Join(nsDir, e.Name())
-		if err := unix.Unmount(p, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
-			errs = append(errs, fmt.Errorf("unmounting netns %s: %w", p, err))
-			continue
-		}
-		if err := os.Remove(p); err != nil {
-			errs = append(errs, fmt.Errorf("removing netns %s: %w", p, err))
+		if err := nsutil.Delete(e.Name()); err != nil {
+			errs = append(errs, err)
 			continue
 		}
 		removed = append(removed, "netns "+e.Name())
@@ -265,7 +263,7 @@ func unescapeMountinfo(s string) string {
 }
 
 // listeners returns the processes (pid and comm) with a TCP socket
-// listening on one of s's ports, read from /proc/net/tcp{,6} (a LISTEN
+// listening on one of s's ports, read from this netns's tcp{,6} (a LISTEN
 // socket's inode) and each process's fds.
 func listeners(s *Slot) (map[int]string, error) {
 	ports := map[uint64]bool{}
@@ -273,7 +271,11 @@ func listeners(s *Slot) (map[int]string, error) {
 		ports[uint64(s.port(i))] = true
 	}
 	inodes := map[string]bool{}
-	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+	// /proc/net is the main thread's netns, which a netns helper may have
+	// left elsewhere (nsutil.Create); thread-self is this locked thread's.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	for _, table := range []string{"/proc/thread-self/net/tcp", "/proc/thread-self/net/tcp6"} {
 		b, err := os.ReadFile(table)
 		if err != nil {
 			if errors.Is(err, os.ErrNotExist) {

@@ -17,14 +17,17 @@ import (
 	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/sriov-lane/sriov-lane/test/rig/nsutil"
 )
 
 // leftovers makes under s's names what a killed test leaves: a k3d node
 // container, its network and image volume, a sleeper container named
 // after the rig prefix, a stand-in PF pair with one end in the rig's
-// named netns, a lane's pinned netns (a bind mount) under dir, and a
+// named netns and one all in the host's, a lane's pinned netns (a bind mount) under dir, and a
 // process listening on one of the slot's ports. It
 // returns a check that reports which of them still exist, and registers
 // their removal for the test's end.
@@ -47,20 +50,30 @@ func leftovers(t *testing.T, cli *client.Client, s *Slot, dir string) (left func
 			t.Fatalf("creating container %s: %v", name, err)
 		}
 	}
+	// A stand-in PF whose private end is in the rig's named netns, and
+	// one whose pair is all in the host's.
 	peers := prefix + "-peers"
-	nsPath := filepath.Join("/run/netns", peers)
-	if err := os.MkdirAll("/run/netns", 0o755); err != nil {
+	if err := nsutil.Create(peers); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(nsPath, nil, 0o444); err != nil {
+	peersNS, err := netns.GetFromName(peers)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := unix.Mount("/proc/self/ns/net", nsPath, "", unix.MS_BIND, ""); err != nil {
-		t.Fatalf("pinning %s: %v", nsPath, err)
-	}
-	pf := prefix + "0"
-	if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: pf}, PeerName: prefix + "0p"}); err != nil {
+	defer peersNS.Close()
+	pf, pfHost := prefix+"0", prefix+"1"
+	if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: pf}, PeerName: pf + "p"}); err != nil {
 		t.Fatalf("adding %s: %v", pf, err)
+	}
+	peer, err := netlink.LinkByName(pf + "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := netlink.LinkSetNsFd(peer, int(peersNS)); err != nil {
+		t.Fatalf("moving %sp into %s: %v", pf, peers, err)
+	}
+	if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: pfHost}, PeerName: pfHost + "p"}); err != nil {
+		t.Fatalf("adding %s: %v", pfHost, err)
 	}
 	pin := filepath.Join(dir, "lanes", lane, "netns", "agent-0")
 	if err := os.MkdirAll(filepath.Dir(pin), 0o755); err != nil {
@@ -106,10 +119,10 @@ func leftovers(t *testing.T, cli *client.Client, s *Slot, dir string) (left func
 		if _, err := cli.VolumeInspect(ctx, volName); !cerrdefs.IsNotFound(err) {
 			out = append(out, "volume "+volName)
 		}
-		if _, err := os.Stat(nsPath); err == nil {
+		if nsutil.Exists(peers) {
 			out = append(out, "netns "+peers)
 		}
-		for _, l := range []string{pf, prefix + "0p"} {
+		for _, l := range []string{pf, pfHost, pfHost + "p"} {
 			if _, err := netlink.LinkByName(l); err == nil {
 				out = append(out, "link "+l)
 			}
@@ -142,8 +155,8 @@ func TestSweepRemovesOnlyTheSlotsOwn(t *testing.T) {
 	dir := t.TempDir()
 	leftA, exitedA := leftovers(t, cli, a, dir)
 	leftB, _ := leftovers(t, cli, b, dir)
-	if got := leftA(); len(got) != 9 {
-		t.Fatalf("made %d leftovers under slot %d, want 9: %v", len(got), a.n, got)
+	if got := leftA(); len(got) != 10 {
+		t.Fatalf("made %d leftovers under slot %d, want 10: %v", len(got), a.n, got)
 	}
 
 	// a and b are held by this test: a sweep of every free slot leaves
@@ -157,8 +170,8 @@ func TestSweepRemovesOnlyTheSlotsOwn(t *testing.T) {
 			t.Errorf("Sweep removed %s of a held slot", r)
 		}
 	}
-	if got := leftA(); len(got) != 9 {
-		t.Fatalf("after sweeping the free slots, slot %d has %d of its 9 leftovers: %v", a.n, len(got), got)
+	if got := leftA(); len(got) != 10 {
+		t.Fatalf("after sweeping the free slots, slot %d has %d of its 10 leftovers: %v", a.n, len(got), got)
 	}
 
 	removed, err = sweepSlot(context.Background(), cli, a)
@@ -173,15 +186,15 @@ func TestSweepRemovesOnlyTheSlotsOwn(t *testing.T) {
 	if got := leftA(); len(got) != 0 {
 		t.Errorf("after its sweep, slot %d still has %v", a.n, got)
 	}
-	// The peer end went with the netns' veth pair: reported or not, it
-	// is gone; the rest is each reported once.
+	// The PF whose private end was in the netns went with it (gone, not
+	// reported as a link); the rest is each reported.
 	for _, want := range []string{"container k3d-" + a.Lane(3) + "-agent-0", "container " + a.RigPrefix() + "-sleeper-0",
-		"network k3d-" + a.Lane(3), "volume k3d-" + a.Lane(3) + "-images", "netns " + a.RigPrefix() + "-peers", "link " + a.RigPrefix() + "0"} {
+		"network k3d-" + a.Lane(3), "volume k3d-" + a.Lane(3) + "-images", "netns " + a.RigPrefix() + "-peers", "link " + a.RigPrefix() + "1"} {
 		if !slices.Contains(removed, want) {
 			t.Errorf("sweep of slot %d did not report %q: %v", a.n, want, removed)
 		}
 	}
-	if got := leftB(); len(got) != 9 {
-		t.Errorf("slot %d's sweep touched slot %d: it has %d of its 9 leftovers: %v", a.n, b.n, len(got), got)
+	if got := leftB(); len(got) != 10 {
+		t.Errorf("slot %d's sweep touched slot %d: it has %d of its 10 leftovers: %v", a.n, b.n, len(got), got)
 	}
 }
