@@ -4,15 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/volume"
-	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // Delete removes the lane's cluster, registry and anything a failed create
@@ -82,43 +83,58 @@ func (p *Provider) delete(ctx context.Context, cluster string) (removed []string
 // done: an up killed inside k3d's create), Docker may still finish what
 // the dead client asked for, after down listed what there was: a network
 // created 1.6 s into an up SIGKILLed then was left by a down that found
-// nothing (seen in make test, Docker 20.10 on a loaded host). So such a
-// delete keeps looking until nothing of the lane has appeared for
-// interruptedCreateQuiet, within interruptedCreateBound.
-const (
-	interruptedCreateBound    = 30 * time.Second
-	interruptedCreateInterval = 500 * time.Millisecond
-)
+// nothing (seen in make test, Docker 20.10 on a loaded host). Docker
+// reports what it has made, never what it is still making, so the undo
+// follows its events for interruptedCreateBound and deletes again each time
+// it reports a create of the lane's. The bound is Docker's time to answer
+// a request whose client is gone (the journal's lock says the up is): a
+// network create took up to 4.6 s beside make test's lanes.
+const interruptedCreateBound = 20 * time.Second
 
-// interruptedCreateQuiet is a var only so the test of the quiet spell can
-// lengthen it: on a host as loaded as make test's, Docker took up to 4.6 s
-// to make a network, so a create the test sends during a 3 s spell often
-// landed after it.
-var interruptedCreateQuiet = 3 * time.Second
-
-// deleteInterruptedCreate is delete, then delete again until a quiet spell
-// shows that Docker has nothing more in flight for the lane.
+// deleteInterruptedCreate is delete, then delete again on each object of
+// the lane that Docker reports making within interruptedCreateBound.
 func (p *Provider) deleteInterruptedCreate(ctx context.Context, cluster string) ([]string, error) {
+	fctx, cancel := context.WithTimeout(ctx, interruptedCreateBound)
+	defer cancel()
+	created, errs := p.followEvents(fctx, filters.Arg("type", string(events.ContainerEventType)),
+		filters.Arg("type", string(events.NetworkEventType)), filters.Arg("type", string(events.VolumeEventType)),
+		filters.Arg("event", string(events.ActionCreate)))
 	removed, err := p.delete(ctx, cluster)
-	if err != nil {
-		return removed, err
-	}
-	quietSince := time.Now()
-	err = wait.PollUntilContextTimeout(ctx, interruptedCreateInterval, interruptedCreateBound, false, func(ctx context.Context) (bool, error) {
-		rm, err := p.delete(ctx, cluster)
-		if err != nil {
-			return false, err
-		}
-		if len(rm) > 0 {
+	for err == nil {
+		select {
+		case m := <-created:
+			if !isLanes(m, cluster) {
+				continue
+			}
+			var rm []string
+			rm, err = p.delete(ctx, cluster)
 			removed = append(removed, rm...)
-			quietSince = time.Now()
+		case e := <-errs:
+			if fctx.Err() != nil && ctx.Err() == nil {
+				return removed, nil // the bound: Docker has answered the dead create
+			}
+			return removed, fmt.Errorf("deleting lane cluster %s after an interrupted create: %w", cluster, eventsErr(ctx, fctx, e, "", 0))
 		}
-		return time.Since(quietSince) >= interruptedCreateQuiet, nil
-	})
-	if err != nil && ctx.Err() == nil && wait.Interrupted(err) {
-		return removed, fmt.Errorf("deleting lane cluster %s: objects of an interrupted create kept appearing for %s", cluster, interruptedCreateBound)
 	}
 	return removed, err
+}
+
+// isLanes reports whether Docker's event m is about an object that can be
+// cluster's: a container with its label, its network, a volume named for
+// it (Docker's events carry a container's labels and name and a network's
+// name as attributes, a volume's name as its ID: moby daemon/events.go and
+// volume/service/service.go@v20.10.24). It is only a cue to delete again, so a near miss (a volume of lane
+// "a-b" for lane "a") costs one delete that finds nothing of cluster's.
+func isLanes(m events.Message, cluster string) bool {
+	switch m.Type {
+	case events.ContainerEventType:
+		return m.Actor.Attributes[labelK3dCluster] == cluster
+	case events.NetworkEventType:
+		return m.Actor.Attributes["name"] == NetworkName(cluster)
+	case events.VolumeEventType:
+		return strings.HasPrefix(m.Actor.ID, NetworkName(cluster)+"-")
+	}
+	return false
 }
 
 // removeNetworks removes every network named for the cluster, by ID. There
@@ -200,57 +216,62 @@ func (p *Provider) thawContainer(ctx context.Context, id string) ([]string, erro
 	return thawFrozen(c.State.Pid)
 }
 
-// removeVolume removes a volume, waiting out "volume is in use" for up to
-// volumeReleaseTimeout, and calling inUse each time it is. Docker drops a
-// removed container from its list before it releases the container's
-// volumes (moby daemon/delete.go cleanupContainer@v20.10.24:
-// containers.Delete, then removeMountPoints), so after a down killed
-// mid-delete, the next down can find the node gone and its volume still
-// held for a moment.
+// removeVolume removes a volume, calling inUse each time Docker says it is
+// in use and trying again when Docker next reports a container destroyed,
+// for up to volumeReleaseTimeout. Docker drops a removed container from its
+// list before it releases the container's volumes, and reports it destroyed
+// only after (moby daemon/delete.go cleanupContainer@v20.10.24 and @v28.5.2:
+// containers.Delete, removeMountPoints, then the destroy event), so after a
+// down killed mid-delete, the next down can find the node gone and its
+// volume still held until that event.
 func (p *Provider) removeVolume(ctx context.Context, name string, inUse func()) error {
-	var last error
-	err := wait.PollUntilContextTimeout(ctx, dockerRetryInterval, volumeReleaseTimeout, true, func(context.Context) (bool, error) {
+	fctx, cancel := context.WithTimeout(ctx, volumeReleaseTimeout)
+	defer cancel()
+	destroyed, errs := p.followEvents(fctx, filters.Arg("type", string(events.ContainerEventType)),
+		filters.Arg("event", string(events.ActionDestroy)))
+	for {
 		// Not forced: Docker ignores "no such volume" when forcing, and the
 		// note must say whether the volume was there.
-		last = p.docker.VolumeRemove(ctx, name, false)
-		if cerrdefs.IsConflict(last) {
-			inUse()
-			return false, nil
+		err := p.docker.VolumeRemove(ctx, name, false)
+		if !cerrdefs.IsConflict(err) {
+			return err
 		}
-		return true, nil
-	})
-	if err != nil && ctx.Err() != nil {
-		return ctx.Err()
+		inUse()
+		select {
+		case <-destroyed:
+		case e := <-errs:
+			if fctx.Err() != nil && ctx.Err() == nil {
+				// Still in use when the bound passed: Docker's answer
+				// says by what.
+				return err
+			}
+			return eventsErr(ctx, fctx, e, "", 0)
+		}
 	}
-	// Removed, refused for another reason, or still in use when the
-	// timeout passed: Docker's last answer says which.
-	return last
 }
 
 // volumeReleaseTimeout bounds the wait for a volume a container being
 // removed still holds; a volume held longer is held by a container that is
-// not the lane's, and down says so. A var: a test shortens it.
-var volumeReleaseTimeout = 10 * time.Second
+// not the lane's, and down says so.
+const volumeReleaseTimeout = 10 * time.Second
 
 // containerGoneTimeout bounds the wait for a removal Docker already has
 // under way; removing a node container takes well under a second.
 const containerGoneTimeout = 30 * time.Second
 
-// dockerRetryInterval is how often delete asks Docker again about what it
-// is still finishing: each ask is one cheap API call.
-const dockerRetryInterval = 100 * time.Millisecond
-
-// waitContainerGone waits until the container no longer exists.
+// waitContainerGone waits until Docker reports the container destroyed.
 func (p *Provider) waitContainerGone(ctx context.Context, id string) error {
-	err := wait.PollUntilContextTimeout(ctx, dockerRetryInterval, containerGoneTimeout, true, func(context.Context) (bool, error) {
-		_, err := p.docker.ContainerInspect(ctx, id)
-		return cerrdefs.IsNotFound(err), nil
-	})
-	switch {
-	case err == nil:
+	fctx, cancel := context.WithTimeout(ctx, containerGoneTimeout)
+	defer cancel()
+	destroyed, errs := p.followEvents(fctx, filters.Arg("type", string(events.ContainerEventType)),
+		filters.Arg("container", id), filters.Arg("event", string(events.ActionDestroy)))
+	if _, err := p.docker.ContainerInspect(ctx, id); cerrdefs.IsNotFound(err) {
 		return nil
-	case ctx.Err() != nil:
-		return ctx.Err()
 	}
-	return fmt.Errorf("container %s is still being removed after %s", id[:min(12, len(id))], containerGoneTimeout)
+	select {
+	case <-destroyed:
+		return nil
+	case e := <-errs:
+		return eventsErr(ctx, fctx, e, fmt.Sprintf("container %s is still being removed", id[:min(12, len(id))]), containerGoneTimeout)
+	}
 }

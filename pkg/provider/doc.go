@@ -34,7 +34,8 @@
 //   - diagnose.go:      node state shown while Create waits; why a create
 //     failed (container state, log tails)
 //   - delete.go:        Delete, the cluster, registry, networks and volumes
-//     removed, waiting for Docker to let go
+//     removed, waiting on Docker's events for it to let go
+//   - events.go:        following Docker's events without missing the first
 //   - undo.go:          the journal records and undoers of the cluster and
 //     registry
 package provider
