@@ -30,6 +30,26 @@ CORES=$(nproc)
 # The random choices of a run (the kill points of test/e2e) follow one seed,
 # printed here; SRIOV_LANE_TEST_SEED=N make test runs them again.
 export SRIOV_LANE_TEST_SEED=${SRIOV_LANE_TEST_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
+# Every bound a test waits on is multiplied by one factor (test/bound):
+# an idle machine of 4 cores or more is 1; fewer cores scale it up, and so
+# does what else keeps the CPUs busy as the run starts (another job, a CPU
+# hog), in proportion to the cores it takes, measured over a second of
+# /proc/stat (the load average would count this run's own verify). Set it
+# to override.
+cpu_busy() { # cores kept busy over the last second, by /proc/stat
+	local a b
+	read -r -a a </proc/stat
+	sleep 1
+	read -r -a b </proc/stat
+	awk -v c="${CORES}" -v u="$((b[1] + b[2] + b[3] + b[6] + b[7] + b[8] - a[1] - a[2] - a[3] - a[6] - a[7] - a[8]))" \
+		-v t="$((b[1] + b[2] + b[3] + b[4] + b[5] + b[6] + b[7] + b[8] - a[1] - a[2] - a[3] - a[4] - a[5] - a[6] - a[7] - a[8]))" \
+		'BEGIN { printf "%.1f", (t > 0 ? u / t : 0) * c }'
+}
+if [[ -z ${SRIOV_LANE_TEST_SCALE:-} ]]; then
+	BUSY=$(cpu_busy)
+	SRIOV_LANE_TEST_SCALE=$(awk -v c="${CORES}" -v b="${BUSY}" 'BEGIN { printf "%.1f", (c < 4 ? 4 / c : 1) * (1 + b / c) }')
+fi
+export SRIOV_LANE_TEST_SCALE
 # Make any prerequisite a test would skip for a failure: nothing silently
 # goes untested.
 export SRIOV_LANE_TEST_STRICT=1
@@ -176,6 +196,7 @@ mkdir -p "${REPORT_DIR}"
 tiers=("$@")
 ((${#tiers[@]})) || tiers=(unit apiserver cluster kernel disruptive)
 echo "test-tiers: seed ${SRIOV_LANE_TEST_SEED} (SRIOV_LANE_TEST_SEED=${SRIOV_LANE_TEST_SEED} make test runs the same kills)"
+echo "test-tiers: bounds scaled by ${SRIOV_LANE_TEST_SCALE} (${CORES} cores, ${BUSY:-not measured} busy; SRIOV_LANE_TEST_SCALE sets it)"
 sweep "what earlier runs left"
 for tier in "${tiers[@]}"; do
 	rm -f "${REPORT_DIR}/junit_${tier}.xml" "${REPORT_DIR}/junit_${tier}"-*.xml

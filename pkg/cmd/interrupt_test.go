@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sriov-lane/sriov-lane/test/bound"
 )
 
 // syncBuffer is a bytes.Buffer the signal goroutine and the test share.
@@ -44,13 +46,13 @@ func TestSecondInterruptQuitsAtOnce(t *testing.T) {
 	sigs <- os.Interrupt
 	select {
 	case <-ctx.Done():
-	case <-time.After(5 * time.Second):
+	case <-time.After(bound.Scaled(5 * time.Second)):
 		t.Fatal("the first Ctrl-C did not cancel the context")
 	}
 	select {
 	case code := <-exited:
 		t.Fatalf("the first Ctrl-C quit (exit %d); it must let the undo run", code)
-	case <-time.After(50 * time.Millisecond):
+	case <-time.After(bound.Scaled(50 * time.Millisecond)):
 	}
 	if got := errOut.String(); !strings.Contains(got, "interrupted: undoing what up made; press Ctrl-C again to quit now, 'sriov-lane down' finishes the job") {
 		t.Errorf("the first Ctrl-C says %q", got)
@@ -62,7 +64,7 @@ func TestSecondInterruptQuitsAtOnce(t *testing.T) {
 		if want := 128 + int(syscall.SIGINT); code != want {
 			t.Errorf("exit %d, want %d", code, want)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(bound.Scaled(5 * time.Second)):
 		t.Fatal("the second Ctrl-C did not quit")
 	}
 }

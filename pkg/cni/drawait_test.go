@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/sriov-lane/sriov-lane/test/apiserver"
+	"github.com/sriov-lane/sriov-lane/test/bound"
 )
 
 // vfDevice is a device as dra-driver-sriov publishes a VF: named for its
@@ -95,7 +96,7 @@ func TestWaitDRASlices(t *testing.T) {
 	createSlice(t, cs, other)
 	createSlice(t, cs, slice("agent-0-1", "agent-0", 1, 1, vfDevice("0000:3b:02.0", "ens1f0"), vfDevice("0000:3b:02.1", "ens1f0")))
 
-	short, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	short, cancel := context.WithTimeout(t.Context(), bound.Scaled(2*time.Second))
 	defer cancel()
 	err := WaitDRASlices(short, cs, want)
 	if err == nil {
@@ -112,7 +113,7 @@ func TestWaitDRASlices(t *testing.T) {
 
 	done := make(chan error, 1)
 	go func() {
-		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(t.Context(), bound.Scaled(30*time.Second))
 		defer cancel()
 		done <- WaitDRASlices(ctx, cs, want)
 	}()
@@ -121,7 +122,7 @@ func TestWaitDRASlices(t *testing.T) {
 		t.Fatalf("every pool published: %v", err)
 	}
 
-	short2, cancel2 := context.WithTimeout(t.Context(), 2*time.Second)
+	short2, cancel2 := context.WithTimeout(t.Context(), bound.Scaled(2*time.Second))
 	defer cancel2()
 	err = WaitDRASlices(short2, cs, map[string]map[string]int{"agent-0": {"ens1f0": 3}})
 	if err == nil || !strings.Contains(err.Error(), "VFs per PF: want ens1f0 3, published ens1f0 2") {

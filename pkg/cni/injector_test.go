@@ -29,6 +29,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/sriov-lane/sriov-lane/pkg/log"
+	"github.com/sriov-lane/sriov-lane/test/bound"
 )
 
 func injectorTestOptions() Options {
@@ -296,7 +297,7 @@ func TestInjectorApplyOnAPIServer(t *testing.T) {
 	waitFor := func(what string, ok func(error) bool) error {
 		t.Helper()
 		var last error // the last dry-run create's result
-		if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 15*time.Second, true, func(context.Context) (bool, error) {
+		if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, bound.Scaled(15*time.Second), true, func(context.Context) (bool, error) {
 			_, last = cs.CoreV1().Pods("default").Create(t.Context(), podWith("default", "probe", nil), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 			return ok(last), nil
 		}); err != nil {
@@ -348,7 +349,7 @@ func TestInjectorApplyOnAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	wctx, cancel := context.WithTimeout(t.Context(), bound.Scaled(10*time.Second))
 	defer cancel()
 	if err := WaitInjectorServing(wctx, fresh, objs); err == nil || !strings.Contains(err.Error(), "admitted unchanged") || !strings.Contains(err.Error(), InjectorService) {
 		t.Errorf("WaitInjectorServing with no injector: %v", err)
@@ -360,8 +361,6 @@ func TestInjectorApplyOnAPIServer(t *testing.T) {
 // unchanged (the webhook unreached, failurePolicy Ignore) or refused for
 // another reason; without the injector among the objects it does not ask.
 func TestWaitInjectorServing(t *testing.T) {
-	defer func(d time.Duration) { injectorProbeInterval = d }(injectorProbeInterval)
-	injectorProbeInterval = time.Millisecond
 	objs, err := Objects(t.Context(), injectorTestOptions())
 	if err != nil {
 		t.Fatal(err)
@@ -395,7 +394,7 @@ func TestWaitInjectorServing(t *testing.T) {
 	})
 	t.Run("never reached", func(t *testing.T) {
 		cs, _ := answering(nil)
-		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+		ctx, cancel := context.WithTimeout(t.Context(), bound.Scaled(50*time.Millisecond))
 		defer cancel()
 		if err := WaitInjectorServing(ctx, cs, objs); err == nil || !strings.Contains(err.Error(), "does not reach network-resources-injector") {
 			t.Errorf("%v", err)

@@ -133,5 +133,5 @@ const rateLimiterDeadline = "would exceed context deadline"
 
 // injectorProbeInterval is how often the serving probe asks again: each is one
 // dry-run create, and kube-proxy programs the Service within a second or
-// two of its endpoints. A var: a test makes it a millisecond.
-var injectorProbeInterval = 200 * time.Millisecond
+// two of its endpoints.
+const injectorProbeInterval = 200 * time.Millisecond

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/sriov-lane/sriov-lane/pkg/log"
+	"github.com/sriov-lane/sriov-lane/test/bound"
 )
 
 // What containerd and kubelet write when a node cannot resolve the
@@ -90,8 +91,8 @@ func nextLine(t *testing.T, lines <-chan string) string {
 	select {
 	case l := <-lines:
 		return l
-	case <-time.After(3 * time.Second):
-		t.Fatal("no line reported within 3s of kubelet's status")
+	case <-time.After(bound.Scaled(3 * time.Second)):
+		t.Fatalf("no line reported within %s of kubelet's status", bound.Scaled(3*time.Second))
 		return ""
 	}
 }
@@ -101,7 +102,7 @@ func noLine(t *testing.T, lines <-chan string, why string) {
 	select {
 	case l := <-lines:
 		t.Errorf("%s, yet reported: %s", why, l)
-	case <-time.After(500 * time.Millisecond):
+	case <-time.After(bound.Scaled(500 * time.Millisecond)):
 	}
 }
 
@@ -133,6 +134,8 @@ func TestReportPullFailures(t *testing.T) {
 	podEvent(t, cs, running, sandboxEventReason, sandboxPull)
 
 	logf, lines := collectLines()
+	// Not scaled: the deadline is the product's input, which its hint
+	// reports ("until the wait's timeout in 9m").
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
 	stop := ReportPullFailures(ctx, cs, logf, "set imageRegistryMirror")
@@ -175,7 +178,7 @@ func TestReportPullFailures(t *testing.T) {
 	go func() { stop(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(5 * time.Second):
+	case <-time.After(bound.Scaled(5 * time.Second)):
 		t.Fatal("stop did not end the watches")
 	}
 }

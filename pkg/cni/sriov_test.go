@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/sriov-lane/sriov-lane/test/bound"
 )
 
 // createDevicePluginDaemonSet creates the lane's device plugin DaemonSet in
@@ -131,7 +133,7 @@ func TestWaitPluginsRestarted(t *testing.T) {
 	stale := pod("dp-stale", "agent-b", long) // deleted but somehow not terminating: still the old plugin
 	deleted := map[string][]types.UID{"agent-a": {old.UID}, "agent-b": {stale.UID}}
 
-	short, cancel := context.WithTimeout(ctx, 2*time.Second)
+	short, cancel := context.WithTimeout(ctx, bound.Scaled(2*time.Second))
 	sel := metav1.FormatLabelSelector(ds.Spec.Selector)
 	err := waitPluginsRestarted(short, cs, DefaultNamespace, sel, deleted, KubeletStatusSettle)
 	cancel()

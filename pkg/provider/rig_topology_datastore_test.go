@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/sriov-lane/sriov-lane/pkg/config"
+	"github.com/sriov-lane/sriov-lane/test/bound"
 	"github.com/sriov-lane/sriov-lane/test/testutil"
 )
 
@@ -139,7 +140,7 @@ func checkRestartEmptiesDatastore(ctx context.Context, t *testing.T, p *Provider
 	// there ends the wait with that failure. Each Get runs on ctx, not the
 	// poll's context, so the last one's error is what the server gave.
 	var lastErr error // the last Get's error
-	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 90*time.Second, true, func(context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, bound.Scaled(90*time.Second), true, func(context.Context) (bool, error) {
 		_, lastErr = kc.CoreV1().ConfigMaps("default").Get(ctx, cm.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(lastErr) {
 			return true, nil

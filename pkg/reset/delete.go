@@ -172,5 +172,5 @@ func deletePlanned(ctx context.Context, md metadata.Interface, p resetPlan, logg
 
 // blockerGoneGrace bounds how long deletes are tried again after the
 // webhooks and APIServices that refused them were deleted: kube-apiserver's
-// informers see a delete well within a second. A var so tests can shorten it.
-var blockerGoneGrace = 10 * time.Second
+// informers see a delete well within a second.
+const blockerGoneGrace = 10 * time.Second

@@ -24,6 +24,7 @@ import (
 	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/kube"
 	"github.com/sriov-lane/sriov-lane/test/apiserver"
+	"github.com/sriov-lane/sriov-lane/test/bound"
 )
 
 // Reset's delete phase against a real kube-apiserver: the baseline up
@@ -109,7 +110,7 @@ func TestResetDeletesWhatCameAfterTheBaseline(t *testing.T) {
 	// effects is called on those too) until it refuses. Each probe runs on
 	// the test's ctx, not the poll's: one cut short by the poll's timeout
 	// (or by the rate limiter's wait against it) would read as a refusal.
-	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 15*time.Second, true, func(context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, bound.Scaled(15*time.Second), true, func(context.Context) (bool, error) {
 		return cs.RbacV1().ClusterRoles().Delete(ctx, "job-reader", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}) != nil, nil
 	}); err != nil {
 		t.Fatal("the webhook did not refuse a ClusterRole delete in 15 s: the order of reset's deletes goes untested")
@@ -226,7 +227,7 @@ func mkCRD(t *testing.T, dyn dynamic.Interface, group, plural, kind, scope strin
 		t.Fatal(err)
 	}
 	var lastErr error // the last Get's error: why the CRD was not seen established
-	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, bound.Scaled(30*time.Second), true, func(context.Context) (bool, error) {
 		u, err := dyn.Resource(crds).Get(t.Context(), plural+"."+group, metav1.GetOptions{})
 		if lastErr = err; err != nil {
 			return false, nil

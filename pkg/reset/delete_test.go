@@ -21,8 +21,6 @@ import (
 // sees its delete through an informer): what it refused is tried again,
 // within blockerGoneGrace; without a deleted blocker a refusal is final.
 func TestDeletePlannedRetriesWhatADeletedWebhookRefused(t *testing.T) {
-	defer func(d, g time.Duration) { resetPollInterval, blockerGoneGrace = d, g }(resetPollInterval, blockerGoneGrace)
-	resetPollInterval, blockerGoneGrace = 5*time.Millisecond, 500*time.Millisecond
 	webhook := obj("admissionregistration.k8s.io/v1/validatingwebhookconfigurations", "ValidatingWebhookConfiguration", "job-webhook", "u-vwc")
 	role := obj("rbac.authorization.k8s.io/v1/clusterroles", "ClusterRole", "job-reader", "u-cr")
 	meta := func(o clusterObject) *metav1.PartialObjectMetadata {

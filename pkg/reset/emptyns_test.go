@@ -18,6 +18,7 @@ import (
 
 	"github.com/sriov-lane/sriov-lane/pkg/kube"
 	"github.com/sriov-lane/sriov-lane/test/apiserver"
+	"github.com/sriov-lane/sriov-lane/test/bound"
 )
 
 // Against a real kube-apiserver without kube-controller-manager, only
@@ -91,7 +92,7 @@ func TestEmptyNamespacesFinalizesOnlyEmptyNamespaces(t *testing.T) {
 		defer cancel()
 		// The bound only says when to give up on a reset that never gets
 		// there: the assertions below then name what is missing.
-		ended <- wait.PollUntilContextTimeout(sctx, 50*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		ended <- wait.PollUntilContextTimeout(sctx, 50*time.Millisecond, bound.Scaled(2*time.Minute), true, func(ctx context.Context) (bool, error) {
 			if podLists.Load() < 2 {
 				return false, nil
 			}
@@ -133,6 +134,8 @@ func TestEmptyNamespacesFinalizesOnlyEmptyNamespaces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Not scaled: the limiter refuses a wait past the deadline, and its
+	// next token is 100 s away.
 	sctx, cancel = context.WithTimeout(ctx, 30*time.Second)
 	start := time.Now()
 	err = emptyNamespace(sctx, tkc, refs["job-b"], all, collection, testLogger(t))
@@ -149,7 +152,7 @@ func TestEmptyNamespacesFinalizesOnlyEmptyNamespaces(t *testing.T) {
 	if _, err := cs.CoreV1().Pods("job-b").Patch(ctx, "held", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	sctx, cancel = context.WithTimeout(ctx, 20*time.Second)
+	sctx, cancel = context.WithTimeout(ctx, bound.Scaled(20*time.Second))
 	defer cancel()
 	if err := emptyNamespaces(sctx, kc, []objectRef{refs["job-b"]}, testLogger(t)); err != nil {
 		t.Fatal(err)

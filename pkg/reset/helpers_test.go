@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/sriov-lane/sriov-lane/pkg/log"
+	"github.com/sriov-lane/sriov-lane/test/bound"
 )
 
 // obj builds a cluster object of the type named "group/version/resource".
@@ -49,7 +50,7 @@ const (
 
 // bounded is the test's context, done after d.
 func bounded(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(t.Context(), d)
+	ctx, cancel := context.WithTimeout(t.Context(), bound.Scaled(d))
 	t.Cleanup(cancel)
 	return ctx
 }

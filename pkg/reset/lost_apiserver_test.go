@@ -12,6 +12,7 @@ import (
 
 	"github.com/sriov-lane/sriov-lane/pkg/kube"
 	"github.com/sriov-lane/sriov-lane/test/apiserver"
+	"github.com/sriov-lane/sriov-lane/test/bound"
 )
 
 // Lost against a real kube-apiserver: not for the cluster the baseline was
@@ -46,7 +47,7 @@ func TestLostWhenTheDatastoreCameBackEmpty(t *testing.T) {
 	if err := kc.Typed.CoreV1().Namespaces().Delete(ctx, "kube-flannel", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, bound.Scaled(30*time.Second), true, func(ctx context.Context) (bool, error) {
 		ns, err := kc.Typed.CoreV1().Namespaces().Get(ctx, "kube-flannel", metav1.GetOptions{})
 		if err != nil {
 			return true, nil
@@ -74,7 +75,7 @@ func TestLostWhenTheDatastoreCameBackEmpty(t *testing.T) {
 	t.Cleanup(second.Stop)
 	// kube-apiserver makes default, kube-system, kube-public and
 	// kube-node-lease again on its own (its system namespaces controller).
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, bound.Scaled(30*time.Second), true, func(ctx context.Context) (bool, error) {
 		_, err := kc.Typed.CoreV1().Namespaces().Get(ctx, metav1.NamespaceSystem, metav1.GetOptions{})
 		return err == nil, nil
 	})

@@ -24,7 +24,7 @@ import (
 
 // resetPollInterval is how often the waits look again: a namespace with
 // nothing in it goes within a second or two, and each look is one list.
-var resetPollInterval = 100 * time.Millisecond
+const resetPollInterval = 100 * time.Millisecond
 
 // waitDeleted waits, both at once and within ctx, until the namespaces and
 // the objects are gone.

@@ -14,8 +14,6 @@ import (
 )
 
 func TestWaitNamespacesGone(t *testing.T) {
-	defer func(d time.Duration) { resetPollInterval = d }(resetPollInterval)
-	resetPollInterval = 10 * time.Millisecond
 	job := &corev1.Namespace{
 		ObjectMeta: metav1.ObjectMeta{Name: "job-1", UID: "u-job-1", DeletionTimestamp: &metav1.Time{Time: time.Now()}},
 		Spec:       corev1.NamespaceSpec{Finalizers: []corev1.FinalizerName{corev1.FinalizerKubernetes}},
@@ -64,8 +62,6 @@ func TestWaitNamespacesGone(t *testing.T) {
 }
 
 func TestWaitObjectsGone(t *testing.T) {
-	defer func(d time.Duration) { resetPollInterval = d }(resetPollInterval)
-	resetPollInterval = 10 * time.Millisecond
 	crd := func(uid types.UID) *metav1.PartialObjectMetadata {
 		return &metav1.PartialObjectMetadata{
 			TypeMeta: metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition"},

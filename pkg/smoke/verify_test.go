@@ -16,6 +16,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/sriov-lane/sriov-lane/pkg/kube"
+	"github.com/sriov-lane/sriov-lane/test/bound"
 )
 
 func smokePod() *corev1.Pod {
@@ -88,7 +89,7 @@ func TestDeleteSmokePodWaitsUntilGone(t *testing.T) {
 		released <- time.Now()
 		release()
 	}()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), bound.Scaled(10*time.Second))
 	defer cancel()
 	existed, err := DeletePod(ctx, cs, "default")
 	if err != nil || !existed {
@@ -111,7 +112,7 @@ func TestDeleteSmokePodWithoutPod(t *testing.T) {
 func TestDeleteSmokePodTimeoutSaysWhy(t *testing.T) {
 	cs := fake.NewClientset(smokePod())
 	kubeletDeletes(cs) // never released
-	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	ctx, cancel := context.WithTimeout(t.Context(), bound.Scaled(300*time.Millisecond))
 	defer cancel()
 	_, err := DeletePod(ctx, cs, "default")
 	if err == nil || !strings.Contains(err.Error(), "its VF is not free until then") || !strings.Contains(err.Error(), "pod default/sriov-lane-smoke on k3d-sriov-agent-0") {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sriov-lane/sriov-lane/pkg/journal"
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
+	"github.com/sriov-lane/sriov-lane/test/bound"
 )
 
 // helperEnv selects a helper mode of the test binary: crash tests re-exec
@@ -45,7 +46,7 @@ func report(err error) int {
 // SX_TARGETS and gives each SX_VFS vfio VFs. With SX_STOP_AT=K it prints
 // STOPPED after the K-th journal record and waits to be killed.
 func helperUp() error {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), bound.Scaled(time.Minute))
 	defer cancel()
 	stopAt, _ := strconv.Atoi(os.Getenv("SX_STOP_AT"))
 	count, _ := strconv.Atoi(os.Getenv("SX_COUNT"))
@@ -88,7 +89,7 @@ func helperUp() error {
 
 // helperDown reverses the journal in SX_STATE and prints the notes.
 func helperDown() error {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), bound.Scaled(time.Minute))
 	defer cancel()
 	j, err := journal.Open(filepath.Join(os.Getenv("SX_STATE"), "lane", "journal.jsonl"))
 	if err != nil {

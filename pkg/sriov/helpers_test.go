@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sriov-lane/sriov-lane/test/bound"
 	"github.com/sriov-lane/sriov-lane/test/rig/nsutil"
 	"github.com/sriov-lane/sriov-lane/test/testutil"
 
@@ -20,7 +21,7 @@ import (
 )
 
 func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), bound.Scaled(2*time.Minute))
 	t.Cleanup(cancel)
 	return ctx
 }

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/sriov-lane/sriov-lane/test/bound"
 	"github.com/sriov-lane/sriov-lane/test/proc"
 )
 
@@ -53,7 +54,7 @@ func TestWaitVFIOFreeNamesHolders(t *testing.T) {
 	// sh replaces itself with sleep, keeping fd 3: wait until it has (or
 	// 5 s, then go on: the checks below fail if it has not).
 	var comm string // the holder's comm at the last look
-	if err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, bound.Scaled(5*time.Second), true, func(context.Context) (bool, error) {
 		b, _ := os.ReadFile("/proc/" + strconv.Itoa(holder.Process.Pid) + "/comm")
 		comm = strings.TrimSpace(string(b))
 		return comm == "sleep", nil

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sriov-lane/sriov-lane/pkg/journal"
+	"github.com/sriov-lane/sriov-lane/test/bound"
 	"github.com/sriov-lane/sriov-lane/test/rig/sysfs"
 	"github.com/sriov-lane/sriov-lane/test/testutil"
 )
@@ -60,7 +61,7 @@ func TestNetdeviceVFWithoutNetdevDriverFailsAtOnce(t *testing.T) {
 	for _, c := range cases {
 		// The context outlives the netdev wait (vfNetdevWait): a bind that
 		// waited fails with that wait's error, not the context's.
-		ctx, cancel := context.WithTimeout(context.Background(), 3*vfNetdevWait)
+		ctx, cancel := context.WithTimeout(context.Background(), bound.Scaled(3*vfNetdevWait))
 		_, err := s.bindNetdevice(ctx, pf, c.vf, nil)
 		cancel()
 		if err == nil {
@@ -85,7 +86,7 @@ func TestNetdeviceVFWithoutNetdevDriverFailsAtOnce(t *testing.T) {
 
 	// A kernel driver that registers no netdev is given the kernel's time
 	// (bounded by ctx here), then named.
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), bound.Scaled(200*time.Millisecond))
 	defer cancel()
 	_, err = s.bindNetdevice(ctx, pf, vf(2), nil)
 	if err == nil || !strings.Contains(err.Error(), "bound to iavf, but it registered no netdev") {
@@ -144,7 +145,7 @@ func TestProbeVFWithAutoprobeOn(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(bound.Scaled(5 * time.Second)):
 		t.Fatal("probeVF wrote out of order (autoprobe 1, drivers_probe, autoprobe 0)")
 	}
 	if got := <-seen; strings.Join(got, " ") != "1 "+vf+" 0" {

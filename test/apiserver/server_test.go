@@ -12,12 +12,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/sriov-lane/sriov-lane/test/bound"
 )
 
 func TestStartCreateNamespaceStop(t *testing.T) {
 	opts := TestOptions(t)
 	opts.SANs = []string{"sriov-lane.test"}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), bound.Scaled(2*time.Minute))
 	defer cancel()
 
 	begin := time.Now()
@@ -69,7 +71,7 @@ func TestStartCreateNamespaceStop(t *testing.T) {
 // A stand-in node container that restarts runs Start again on the same
 // directory: data must survive and earlier credentials must stay valid.
 func TestRestartOnSameDirKeepsDataAndCredentials(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), bound.Scaled(3*time.Minute))
 	defer cancel()
 	opts := TestOptions(t)
 	opts.Dir, opts.Token = t.TempDir(), "restart-token"
@@ -115,7 +117,7 @@ func startWithNamespace(ctx context.Context, t *testing.T, opts Options, name st
 // datastore with the certificates it had: the earlier credentials are
 // still accepted, the earlier objects are gone.
 func TestRestartOnEmptyEtcdDirKeepsCredentials(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), bound.Scaled(3*time.Minute))
 	defer cancel()
 	opts := TestOptions(t)
 	opts.Dir, opts.Token = t.TempDir(), "restart-token"

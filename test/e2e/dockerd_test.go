@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/sriov-lane/sriov-lane/pkg/config"
+	"github.com/sriov-lane/sriov-lane/test/bound"
 	"github.com/sriov-lane/sriov-lane/test/testutil"
 )
 
@@ -154,7 +155,7 @@ func restartDockerd(t *testing.T) {
 		t.Fatalf("stopping dockerd (pid %d): %v", pid, err)
 	}
 	// dockerd stops every container (each gets its stop timeout) and exits.
-	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, bound.Scaled(2*time.Minute), true, func(context.Context) (bool, error) {
 		return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH), nil
 	})
 	if err != nil {
@@ -203,7 +204,7 @@ func systemdRunsDocker() bool {
 // waitDocker waits for the restarted dockerd to answer.
 func waitDocker(t *testing.T) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, bound.Scaled(time.Minute), true, func(context.Context) (bool, error) {
 		return testutil.DockerPing() == nil, nil
 	})
 	if err != nil {

@@ -24,6 +24,7 @@ import (
 	pkglane "github.com/sriov-lane/sriov-lane/pkg/lane"
 	"github.com/sriov-lane/sriov-lane/pkg/log"
 	"github.com/sriov-lane/sriov-lane/pkg/smoke"
+	"github.com/sriov-lane/sriov-lane/test/bound"
 	"github.com/sriov-lane/sriov-lane/test/testutil"
 )
 
@@ -115,7 +116,7 @@ func checkDRASlices(t *testing.T, cs kubernetes.Interface, l *lane, pf, pfBDF st
 // /dev/vfio/<group> is theirs) and get different ones; a third stays
 // pending while both are held, and gets a VF once one pod is gone.
 func checkDRAClaims(t *testing.T, cs kubernetes.Interface, l *lane) {
-	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), bound.Scaled(4*time.Minute))
 	defer cancel()
 	const ns = "dra-claims"
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
@@ -155,6 +156,7 @@ func checkDRAClaims(t *testing.T, cs kubernetes.Interface, l *lane) {
 			t.Fatal(err)
 		}
 	}
+	waitDefaultServiceAccount(t, cs, ns)
 	mkPod("a")
 	mkPod("b")
 	if err := cni.WaitPodsReady(ctx, cs, ns, []string{"a", "b"}); err != nil {
@@ -168,11 +170,23 @@ func checkDRAClaims(t *testing.T, cs kubernetes.Interface, l *lane) {
 		t.Errorf("pods a and b hold devices %q and %q, want two different VFs", devs["a"], devs["b"])
 	}
 	mkPod("c")
-	// Pending with no VF left: the scheduler finds no device for its claim.
-	time.Sleep(10 * time.Second)
-	c, err := cs.CoreV1().Pods(ns).Get(ctx, "c", metav1.GetOptions{})
+	// Pending with no VF left: the scheduler tried and found no device for
+	// its claim, and says so on the pod (PodScheduled false, Unschedulable).
+	var c *corev1.Pod
+	err = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		c, err = cs.CoreV1().Pods(ns).Get(ctx, "c", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, cond := range c.Status.Conditions {
+			if cond.Type == corev1.PodScheduled {
+				return cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable || cond.Status == corev1.ConditionTrue, nil
+			}
+		}
+		return false, nil
+	})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("pod c never got the scheduler's verdict: %v", err)
 	}
 	if c.Status.Phase != corev1.PodPending || c.Spec.NodeName != "" {
 		t.Errorf("pod c with both VFs held: phase %s on node %q, want Pending and unscheduled", c.Status.Phase, c.Spec.NodeName)

@@ -28,6 +28,7 @@ import (
 
 	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/statedir"
+	"github.com/sriov-lane/sriov-lane/test/bound"
 	"github.com/sriov-lane/sriov-lane/test/rig"
 	"github.com/sriov-lane/sriov-lane/test/testutil"
 )
@@ -433,7 +434,7 @@ func copyIntoContainer(t *testing.T, cli *client.Client, name, src, dst string) 
 func statusOnceServerAnswers(t *testing.T, l *lane) result {
 	t.Helper()
 	var res result
-	_ = wait.PollUntilContextTimeout(t.Context(), 2*time.Second, 3*time.Minute, true, func(context.Context) (bool, error) {
+	_ = wait.PollUntilContextTimeout(t.Context(), 2*time.Second, bound.Scaled(3*time.Minute), true, func(context.Context) (bool, error) {
 		res = run(t, nil, "status", "--config", l.path, "-o", "json")
 		return strings.Contains(res.output, `"ready": "`), nil
 	})

@@ -28,6 +28,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/sriov-lane/sriov-lane/pkg/cni"
+	"github.com/sriov-lane/sriov-lane/test/bound"
 )
 
 const (
@@ -106,7 +107,7 @@ func checkInjector(t *testing.T, l *lane, cfg *rest.Config, upOutput string) {
 	if _, err := cs.AppsV1().Deployments(cni.InjectorNamespace).UpdateScale(ctx, cni.InjectorName, scale, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, bound.Scaled(2*time.Minute), true, func(ctx context.Context) (bool, error) {
 		pods, err := cs.CoreV1().Pods(cni.InjectorNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app=" + cni.InjectorName})
 		if err != nil {
 			return false, err
@@ -189,7 +190,7 @@ func deploymentAvailable(d *appsv1.Deployment) bool {
 // namespace its default ServiceAccount, without which pods are refused.
 func waitDefaultServiceAccount(t *testing.T, cs kubernetes.Interface, ns string) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, bound.Scaled(time.Minute), true, func(ctx context.Context) (bool, error) {
 		_, err := cs.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return false, nil
@@ -221,7 +222,7 @@ func networkPod(l *lane, name, network string) *corev1.Pod {
 // called from one that declined.
 func logInjector(t *testing.T, cs kubernetes.Interface) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), bound.Scaled(20*time.Second))
 	defer cancel()
 	pods, err := cs.CoreV1().Pods(cni.InjectorNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app=" + cni.InjectorName})
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/sriov-lane/sriov-lane/pkg/config"
+	"github.com/sriov-lane/sriov-lane/test/bound"
 	"github.com/sriov-lane/sriov-lane/test/rig"
 	"github.com/sriov-lane/sriov-lane/test/testutil"
 )
@@ -389,7 +390,7 @@ func holdVF(t *testing.T, r *rig.Rig, l *lane) {
 	}
 	// The holder is up once its process holds the device: the rig's fake
 	// gives the device fd as the group file it was asked through.
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, bound.Scaled(20*time.Second), true, func(context.Context) (bool, error) {
 		ins, err := cli.ContainerExecInspect(ctx, exec.ID)
 		if err != nil || ins.Pid <= 0 {
 			return false, nil
@@ -473,7 +474,7 @@ func waitDevicePluginStarted(t *testing.T, cs kubernetes.Interface, node string,
 // has a container running that started at since or later.
 func waitPluginStarted(t *testing.T, cs kubernetes.Interface, namespace, selector, node string, since time.Time) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(t.Context(), time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(t.Context(), time.Second, bound.Scaled(3*time.Minute), true, func(ctx context.Context) (bool, error) {
 		pods, err := cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector, FieldSelector: "spec.nodeName=" + node})
 		if err != nil {
 			return false, nil // the API server may be busy; ask again

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sriov-lane/sriov-lane/pkg/cni"
 	"github.com/sriov-lane/sriov-lane/pkg/config"
+	"github.com/sriov-lane/sriov-lane/test/bound"
 	"github.com/sriov-lane/sriov-lane/test/rig"
 	"github.com/sriov-lane/sriov-lane/test/rig/sysfs"
 	"github.com/sriov-lane/sriov-lane/test/testutil"
@@ -72,7 +73,7 @@ func TestPodsOnTheRig(t *testing.T) {
 		}{
 			{"component_pods_ready", func(t *testing.T) { assertComponentPodsReady(t, t.Context(), cs) }},
 			{"pod_to_pod_across_agents", func(t *testing.T) {
-				ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+				ctx, cancel := context.WithTimeout(t.Context(), bound.Scaled(4*time.Minute))
 				defer cancel()
 				assertPodToPodAcrossAgents(t, ctx, cs, l.cfg)
 			}},
@@ -204,6 +205,7 @@ func assertPodToPodAcrossAgents(t *testing.T, ctx context.Context, cs kubernetes
 		}
 	}
 	agent := func(i int) string { return fmt.Sprintf("k3d-%s-agent-%d", l.Name, i) }
+	waitDefaultServiceAccount(t, cs, ns)
 	target, err := cs.CoreV1().Pods(ns).Create(ctx, pod("target", agent(1), "sleep", "3600"), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)

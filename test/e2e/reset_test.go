@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/sriov-lane/sriov-lane/pkg/cni"
+	"github.com/sriov-lane/sriov-lane/test/bound"
 )
 
 // checkReset does what a CI job does to a lane (a namespace with a running
@@ -47,12 +48,13 @@ func checkReset(t *testing.T, l *lane, cs kubernetes.Interface, before map[strin
 			Containers:                    []corev1.Container{{Name: "c", Image: cni.MirrorImage(l.cfg.ImageRegistryMirror, cni.SmokeImage), Command: []string{"sleep", "3600"}}},
 		},
 	}
+	waitDefaultServiceAccount(t, cs, "job-1")
 	if _, err := cs.CoreV1().Pods("job-1").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	var lastStatus corev1.PodStatus // the job's pod's status at the last Get
 	var lastErr error               // and that Get's error
-	if err := wait.PollUntilContextTimeout(ctx, 300*time.Millisecond, 90*time.Second, true, func(context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(ctx, 300*time.Millisecond, bound.Scaled(90*time.Second), true, func(context.Context) (bool, error) {
 		p, err := cs.CoreV1().Pods("job-1").Get(ctx, "worker", metav1.GetOptions{})
 		lastStatus, lastErr = p.Status, err
 		return err == nil && p.Status.Phase == corev1.PodRunning, nil

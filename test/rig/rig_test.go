@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/sriov-lane/sriov-lane/pkg/config"
+	"github.com/sriov-lane/sriov-lane/test/bound"
 	"github.com/sriov-lane/sriov-lane/test/rig/nsutil"
 	"github.com/sriov-lane/sriov-lane/test/rig/sysfs"
 	"github.com/sriov-lane/sriov-lane/test/standin/rigsysfs"
@@ -62,7 +63,7 @@ func TestUpDownIdempotent(t *testing.T) {
 	const prefix = "rg-a"
 	dir := filepath.Join(t.TempDir(), "rig")
 	t.Cleanup(func() { _ = Down(dir) })
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), bound.Scaled(time.Minute))
 	defer cancel()
 
 	start := time.Now()
@@ -207,7 +208,7 @@ func TestNewForTestVFNetdevsAndCleanup(t *testing.T) {
 		}
 		f.Close()
 		var e0, e1 error // the last look-ups' errors
-		if err := wait.PollUntilContextTimeout(t.Context(), 5*time.Millisecond, emulatorBound, true, func(context.Context) (bool, error) {
+		if err := wait.PollUntilContextTimeout(t.Context(), 5*time.Millisecond, bound.Scaled(emulatorBound), true, func(context.Context) (bool, error) {
 			_, e0 = netlink.LinkByName(pf.Name + "v0")
 			_, e1 = netlink.LinkByName(pf.Name + "v1")
 			return e0 == nil && e1 == nil, nil
@@ -267,7 +268,7 @@ func TestLaneRigCLI(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(tree.DeviceDir(s.PFs[0].BDF), "sriov_numvfs"), []byte("3\n"), 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := wait.PollUntilContextTimeout(t.Context(), 5*time.Millisecond, emulatorBound, true, func(context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(t.Context(), 5*time.Millisecond, bound.Scaled(emulatorBound), true, func(context.Context) (bool, error) {
 		return exists(filepath.Join(tree.DeviceDir(s.PFs[0].BDF), "virtfn2")), nil
 	}); err != nil {
 		log, _ := os.ReadFile(filepath.Join(dir, LogFile))

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/sriov-lane/sriov-lane/test/bound"
 	"github.com/sriov-lane/sriov-lane/test/rig/nsutil"
 )
 
@@ -95,7 +96,7 @@ func leftovers(t *testing.T, cli *client.Client, s *Slot, dir string) (left func
 	ncDone := make(chan struct{})
 	go func() { _ = nc.Wait(); close(ncDone) }()
 	t.Cleanup(func() { _ = nc.Process.Kill(); <-ncDone })
-	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, bound.Scaled(time.Minute), true, func(context.Context) (bool, error) {
 		pids, err := listeners(s)
 		return pids[nc.Process.Pid] != "", err
 	}); err != nil {
@@ -180,7 +181,7 @@ func TestSweepRemovesOnlyTheSlotsOwn(t *testing.T) {
 	}
 	select { // SIGKILLed; reaped a moment later
 	case <-exitedA:
-	case <-time.After(time.Minute):
+	case <-time.After(bound.Scaled(time.Minute)):
 		t.Errorf("the listener on slot %d's port outlived its sweep", a.n)
 	}
 	if got := leftA(); len(got) != 0 {

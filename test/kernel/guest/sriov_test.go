@@ -19,6 +19,7 @@ import (
 	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/journal"
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
+	"github.com/sriov-lane/sriov-lane/test/bound"
 	"github.com/sriov-lane/sriov-lane/test/kernel/guest"
 )
 
@@ -370,7 +371,7 @@ func TestHeldByGroupAndDevice(t *testing.T) {
 	if !strings.Contains(err.Error(), want) {
 		t.Errorf("error does not name the holder (%q):\n%v", want, err)
 	}
-	if took > hold+10*time.Second {
+	if took > hold+bound.Scaled(10*time.Second) {
 		t.Errorf("down took %s with a %s bound", took, hold)
 	}
 	if drv, _ := sys.Driver(vfs[0].PCI); drv != "vfio-pci" {
@@ -437,7 +438,7 @@ func TestHeldByDeviceFDAlone(t *testing.T) {
 	// The holder keeps its fd until h.Stop: down returning at all shows it
 	// did not wait for it. The margin is for an emulated guest on a loaded
 	// host: 14.7 s was measured in a CI run at load 70.
-	if took > hold+30*time.Second {
+	if took > hold+bound.Scaled(30*time.Second) {
 		t.Errorf("down took %s with a %s bound", took, hold)
 	}
 	guest.Record(t, "held-by-device-fd", map[string]any{
@@ -448,10 +449,10 @@ func TestHeldByDeviceFDAlone(t *testing.T) {
 	h.Stop()
 	// The unbind the first down left pending completes as the holder's
 	// files close.
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(bound.Scaled(30 * time.Second))
 	for drv, _ := sys.Driver(vfs[0].PCI); drv != ""; drv, _ = sys.Driver(vfs[0].PCI) {
 		if time.Now().After(deadline) {
-			t.Fatalf("VF %s still on %s 30s after its holder exited", vfs[0].PCI, drv)
+			t.Fatalf("VF %s still on %s %s after its holder exited", vfs[0].PCI, drv, bound.Scaled(30*time.Second))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

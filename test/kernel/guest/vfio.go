@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sriov-lane/sriov-lane/test/bound"
 	"github.com/sriov-lane/sriov-lane/test/vfiouser"
 )
 
@@ -65,8 +66,8 @@ func StartHolder(t testing.TB, group, bdf string, mode HoldMode) *Holder {
 			t.Fatalf("holder of %s (group %s, %s): %q", bdf, group, mode, s)
 		}
 		h.DeviceFD, _ = strconv.Atoi(fd)
-	case <-time.After(WaitBound):
-		t.Fatalf("holder of %s (group %s, %s) not ready in %s", bdf, group, mode, WaitBound)
+	case <-time.After(bound.Scaled(WaitBound)):
+		t.Fatalf("holder of %s (group %s, %s) not ready in %s", bdf, group, mode, bound.Scaled(WaitBound))
 	}
 	return h
 }

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sriov-lane/sriov-lane/test/bound"
 	"github.com/sriov-lane/sriov-lane/test/kernel/internal/wire"
 )
 
@@ -385,7 +386,12 @@ func writeInitramfs(file, initPath string, c Config) error {
 			}
 			placed[p.Path] = g
 		}
-		gc.Programs = append(gc.Programs, wire.Program{Name: p.Name, Path: g, Args: p.Args, Env: p.Env})
+		env := p.Env
+		if v, ok := os.LookupEnv(bound.ScaleEnv); ok {
+			// The guest's bounds scale as the host's tests' do.
+			env = append(append([]string(nil), env...), bound.ScaleEnv+"="+v)
+		}
+		gc.Programs = append(gc.Programs, wire.Program{Name: p.Name, Path: g, Args: p.Args, Env: env})
 	}
 	for g, h := range c.Files {
 		if err := add(g, h); err != nil {

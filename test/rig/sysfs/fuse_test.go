@@ -19,6 +19,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/sriov-lane/sriov-lane/test/bound"
 	"github.com/sriov-lane/sriov-lane/test/rig/nsutil"
 	"github.com/sriov-lane/sriov-lane/test/testutil"
 	"github.com/sriov-lane/sriov-lane/test/vfiouser"
@@ -575,7 +576,7 @@ func TestFuseHeldVFIODeviceBlocksUnbindAndNumVFs(t *testing.T) {
 		select {
 		case err := <-done:
 			t.Fatalf("%s returned while the device is held: %v", what, err)
-		case <-time.After(300 * time.Millisecond):
+		case <-time.After(bound.Scaled(300 * time.Millisecond)):
 		}
 		if d := driverOf(t, f, vf0); d != DriverVFIO {
 			t.Errorf("%s: driver %q while blocked", what, d)
@@ -587,7 +588,7 @@ func TestFuseHeldVFIODeviceBlocksUnbindAndNumVFs(t *testing.T) {
 				t.Fatalf("%s after release: %v", what, err)
 			}
 			t.Logf("%s blocked %v, until the device was let go", what, time.Since(start))
-		case <-time.After(5 * time.Second):
+		case <-time.After(bound.Scaled(5 * time.Second)):
 			t.Fatalf("%s still blocked 5s after the device was let go", what)
 		}
 	}
@@ -637,7 +638,7 @@ func TestFuseHeldVFIODeviceBlocksUnbindAndNumVFs(t *testing.T) {
 		select {
 		case v := <-readDone:
 			t.Errorf("sriov_numvfs read %q while a store held the device", v)
-		case <-time.After(200 * time.Millisecond):
+		case <-time.After(bound.Scaled(200 * time.Millisecond)):
 		}
 		h.Close()
 	})
@@ -646,7 +647,7 @@ func TestFuseHeldVFIODeviceBlocksUnbindAndNumVFs(t *testing.T) {
 		if v != "0\n" {
 			t.Errorf("sriov_numvfs read after the store: %q", v)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(bound.Scaled(5 * time.Second)):
 		t.Error("sriov_numvfs read still blocked after the store")
 	}
 	if groups, _ := os.ReadDir(f.vfio); len(groups) != 1 || groups[0].Name() != "vfio" {
@@ -667,7 +668,7 @@ func TestFuseHeldVFIODeviceBlocksUnbindAndNumVFs(t *testing.T) {
 		if !errors.Is(err, syscall.ENODEV) {
 			t.Errorf("blocked store at shutdown: want ENODEV, got %v", err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(bound.Scaled(5 * time.Second)):
 		t.Fatal("blocked store not released by Close")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/pkg/stdcopy"
 
+	"github.com/sriov-lane/sriov-lane/test/bound"
 	"github.com/sriov-lane/sriov-lane/test/testutil"
 )
 
@@ -31,7 +32,7 @@ func TestNodeImageLaysPluginsOutAsK3s(t *testing.T) {
 	script.WriteString("cp -L /bin/bridge /tmp/bridge && CNI_COMMAND=VERSION /tmp/bridge </dev/null\n")
 	script.WriteString("cp -P /bin/bridge /tmp/link && ! /tmp/link 2>/dev/null && echo 'a copied link dangles'\n")
 
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), bound.Scaled(2*time.Minute))
 	defer cancel()
 	created, err := cli.ContainerCreate(ctx, &container.Config{
 		Image: testutil.StandinK3sImage, Entrypoint: []string{"/bin/sh", "-c", script.String()},

@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/sriov-lane/sriov-lane/pkg/cni"
+	"github.com/sriov-lane/sriov-lane/test/bound"
 	"github.com/sriov-lane/sriov-lane/test/rig/sysfs"
 	"github.com/sriov-lane/sriov-lane/test/standin/rigsysfs"
 	"github.com/sriov-lane/sriov-lane/test/testutil"
@@ -46,7 +47,7 @@ func TestK3dCreatesStandinClusterAndDeletesIt(t *testing.T) {
 	mirror := testutil.RequireRigImageMirror(t)
 	t.Setenv("K3D_IMAGE_TOOLS", testutil.StandinToolsImage)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), bound.Scaled(6*time.Minute))
 	defer cancel()
 	// A slot's lane name: what a killed run of this test left under it is
 	// swept by make test (testutil.Sweep) before anything runs.
@@ -204,7 +205,7 @@ func TestK3dCreatesStandinClusterAndDeletesIt(t *testing.T) {
 	t.Run("a pod runs on an agent", func(t *testing.T) {
 		// flanneld runs on every node, so has written
 		// /run/flannel/subnet.env everywhere.
-		wctx, cancel := context.WithTimeout(ctx, flannelRolloutTimeout)
+		wctx, cancel := context.WithTimeout(ctx, bound.Scaled(flannelRolloutTimeout))
 		defer cancel()
 		if err := cni.WaitDaemonSets(wctx, kc, flannel); err != nil {
 			t.Fatal(err)
@@ -448,7 +449,7 @@ const (
 // removeLeftovers deletes by name what a failed run left, touching nothing
 // of other users of the shared dockerd.
 func removeLeftovers(t *testing.T, docker *dockerclient.Client, name string) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), bound.Scaled(time.Minute))
 	defer cancel()
 	cs, err := docker.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", k3d.LabelClusterName+"="+name))})
 	if err != nil {
@@ -469,7 +470,7 @@ func removeLeftovers(t *testing.T, docker *dockerclient.Client, name string) {
 
 // dumpNodeLogs logs the tail of every node container's output.
 func dumpNodeLogs(t *testing.T, docker *dockerclient.Client, name string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), bound.Scaled(30*time.Second))
 	defer cancel()
 	cs, err := docker.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", k3d.LabelClusterName+"="+name))})
 	if err != nil {

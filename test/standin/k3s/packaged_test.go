@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sriov-lane/sriov-lane/test/apiserver"
+	"github.com/sriov-lane/sriov-lane/test/bound"
 )
 
 // The stand-in deploys no traefik, servicelb or metrics-server, so it
@@ -169,7 +170,7 @@ func TestStagedManifestsKeepK3dsContract(t *testing.T) {
 // its file and its Addon.
 func TestPackagedDeploysAsK3sDoes(t *testing.T) {
 	cfg := apiserver.StartForTest(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), bound.Scaled(2*time.Minute))
 	defer cancel()
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	dyn := dynamic.NewForConfigOrDie(cfg)

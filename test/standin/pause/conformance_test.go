@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sriov-lane/sriov-lane/test/bound"
 	"github.com/sriov-lane/sriov-lane/test/proc"
 	"github.com/sriov-lane/sriov-lane/test/standin/conformance"
 )
@@ -98,7 +99,7 @@ func signalled(sig syscall.Signal, args ...string) func(*testing.T) string {
 		select {
 		case err := <-done:
 			return ended(err) + " | " + strings.ReplaceAll(strings.TrimSpace(stderr.String()), "\n", " / ")
-		case <-time.After(10 * time.Second):
+		case <-time.After(bound.Scaled(10 * time.Second)):
 			if err := cmd.Process.Kill(); err != nil {
 				t.Errorf("killing pause, still running 10 s after %v: %v", sig, err)
 			}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/sriov-lane/sriov-lane/test/standin/conformance"
 	"net"
 	"os"
 	"path/filepath"
@@ -19,7 +18,9 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
+	"github.com/sriov-lane/sriov-lane/test/bound"
 	"github.com/sriov-lane/sriov-lane/test/rig/sysfs"
+	"github.com/sriov-lane/sriov-lane/test/standin/conformance"
 	"github.com/sriov-lane/sriov-lane/test/standin/rigsysfs"
 )
 
@@ -65,7 +66,7 @@ func outcome(t *testing.T, root, cfg string, nv netView) string {
 			t.Fatal(err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), bound.Scaled(30*time.Second))
 	defer cancel()
 	var served []string
 	err := run(ctx, o, func(servers []*resourceServer) {
@@ -498,7 +499,7 @@ func TestConformanceRegistration(t *testing.T) {
 			select {
 			case r := <-k.reqs:
 				out = append(out, fmt.Sprint(r.Version, " ", r.Endpoint, " ", r.ResourceName, " ", r.Options))
-			case <-time.After(10 * time.Second):
+			case <-time.After(bound.Scaled(10 * time.Second)):
 				out = append(out, "no registration")
 			}
 			if i == 0 { // a restarting kubelet removes every socket in device-plugins
@@ -515,7 +516,7 @@ func TestConformanceRegistration(t *testing.T) {
 		if err := os.WriteFile(o.configFile, []byte(pool1("r", `{"drivers":["vfio-pci"]}`)), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), bound.Scaled(30*time.Second))
 		defer cancel()
 		err := run(ctx, o, nil)
 		return fmt.Sprintf("exit %d", exitCode(err))
@@ -534,7 +535,7 @@ func TestConformanceRegistration(t *testing.T) {
 		_, _ = registerapi.NewRegistrationClient(conn).NotifyRegistrationStatus(context.Background(), &registerapi.RegistrationStatus{PluginRegistered: false, Error: "no"})
 		deadline := time.Now().Add(10 * time.Second)
 		for time.Now().Before(deadline) {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), bound.Scaled(time.Second))
 			_, err := pluginapi.NewDevicePluginClient(dial(t, sock)).GetDevicePluginOptions(ctx, &pluginapi.Empty{})
 			cancel()
 			if err != nil {

@@ -10,6 +10,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/sriov-lane/sriov-lane/test/bound"
 )
 
 // requireRoot skips (or, under SRIOV_LANE_TEST_STRICT=1 as in `make test`,
@@ -77,7 +79,7 @@ func start(t *testing.T, o options, cfg string) *fixture {
 	if err := os.WriteFile(o.configFile, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), bound.Scaled(60*time.Second))
 	f := &fixture{o: o, cancel: cancel, done: make(chan error, 1), ready: make(chan []*resourceServer, 1)}
 	go func() { f.done <- run(ctx, o, func(s []*resourceServer) { f.ready <- s }) }()
 	t.Cleanup(func() {
@@ -98,7 +100,7 @@ func (f *fixture) servers(t *testing.T) []*resourceServer {
 	case err := <-f.done:
 		f.done <- err // for Cleanup
 		t.Fatalf("plugin exited: %v", err)
-	case <-time.After(30 * time.Second):
+	case <-time.After(bound.Scaled(30 * time.Second)):
 		t.Fatal("plugin did not start")
 	}
 	return nil
