@@ -12,6 +12,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 
+	"github.com/sriov-lane/sriov-lane/test/bound"
 	"github.com/sriov-lane/sriov-lane/test/testutil"
 )
 
@@ -65,11 +66,19 @@ func TestRigFrozenNodeIsThawedAndRemoved(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(child, "freezer.state"), []byte("FROZEN"), 0); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(bound.Scaled(10 * time.Second))
 	for {
 		b, _ := os.ReadFile(filepath.Join(child, "freezer.state"))
-		if strings.TrimSpace(string(b)) == "FROZEN" {
+		state := strings.TrimSpace(string(b))
+		if state == "FROZEN" {
 			break
+		}
+		if state == "FREEZING" {
+			// Asked again, the legacy freezer signals every task of the
+			// cgroup once more (kernel/cgroup/legacy_freezer.c
+			// freezer_apply_state, freeze_cgroup). Seen once in make
+			// test: FREEZING for all of 10 s beside the e2e lanes.
+			_ = os.WriteFile(filepath.Join(child, "freezer.state"), []byte("FROZEN"), 0)
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the cgroup did not freeze: %s", b)
