@@ -314,7 +314,7 @@ func TestOriginalVFsComeBack(t *testing.T) {
 // driver's deferred registration).
 func vfNetdevs(t *testing.T, pf string) []string {
 	t.Helper()
-	deadline := time.Now().Add(guest.WaitBound)
+	deadline := time.Now().Add(bound.Scaled(guest.WaitBound))
 	for {
 		var names []string
 		for _, vf := range sys.ListVFs(pf) {
@@ -335,7 +335,7 @@ func vfNetdevs(t *testing.T, pf string) []string {
 // but its netdev may lag.
 func waitVFDrivers(t *testing.T, pf string, n int) []sriov.VF {
 	t.Helper()
-	deadline := time.Now().Add(guest.WaitBound)
+	deadline := time.Now().Add(bound.Scaled(guest.WaitBound))
 	for {
 		vfs := sys.ListVFs(pf)
 		ok := len(vfs) == n

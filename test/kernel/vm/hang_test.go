@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/sriov-lane/sriov-lane/test/bound"
 )
 
 // The report's pieces come out of QEMU's dumps and /proc: the registers
@@ -46,7 +48,7 @@ func TestHangReportParts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for end := time.Now().Add(time.Minute); ; {
+	for end := time.Now().Add(bound.Scaled(time.Minute)); ; {
 		now, err := processCPU(os.Getpid())
 		if err != nil {
 			t.Fatal(err)

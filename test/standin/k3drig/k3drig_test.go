@@ -153,7 +153,7 @@ func TestK3dCreatesStandinClusterAndDeletesIt(t *testing.T) {
 	installFlannel(ctx, t, restCfg, flannel)
 
 	var nodes []corev1.Node
-	deadline := time.Now().Add(nodesReadyTimeout)
+	deadline := time.Now().Add(bound.Scaled(nodesReadyTimeout))
 	for {
 		list, err := kc.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err == nil {
@@ -371,7 +371,7 @@ func checkServerRestart(ctx context.Context, t *testing.T, docker *dockerclient.
 	// kubelet heartbeats by renewing its Lease in kube-node-lease (every
 	// 10 s); its renewTime carries microseconds. One renewed after the new
 	// container started was written to the restarted control plane.
-	deadline := time.Now().Add(90 * time.Second)
+	deadline := time.Now().Add(bound.Scaled(90 * time.Second))
 	var last string
 	for {
 		l, err := kc.CoordinationV1().Leases("kube-node-lease").Get(ctx, agent, metav1.GetOptions{})
@@ -400,7 +400,7 @@ func checkServerRestart(ctx context.Context, t *testing.T, docker *dockerclient.
 // res; want < 0 means the resource must be absent.
 func waitResource(ctx context.Context, t *testing.T, kc kubernetes.Interface, node, res string, want int64, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
+	deadline := time.Now().Add(bound.Scaled(within))
 	var last string
 	for {
 		n, err := kc.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})

@@ -19,6 +19,7 @@ import (
 	"github.com/sriov-lane/sriov-lane/pkg/kube"
 	"github.com/sriov-lane/sriov-lane/pkg/log"
 	"github.com/sriov-lane/sriov-lane/pkg/provider"
+	"github.com/sriov-lane/sriov-lane/test/bound"
 )
 
 // registriesConfig is the registries.yaml a lane with imageRegistryMirror
@@ -114,7 +115,7 @@ func checkPodRuns(ctx context.Context, t *testing.T, kc kubernetes.Interface, no
 	if _, err := kc.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating pod: %v", err)
 	}
-	deadline := time.Now().Add(90 * time.Second)
+	deadline := time.Now().Add(bound.Scaled(90 * time.Second))
 	var last string
 	for {
 		p, err := kc.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
@@ -141,7 +142,7 @@ func checkPodRuns(ctx context.Context, t *testing.T, kc kubernetes.Interface, no
 		time.Sleep(300 * time.Millisecond)
 	}
 	// Logs travel API server -> kubelet -> containerd: the whole path works.
-	deadline = time.Now().Add(30 * time.Second)
+	deadline = time.Now().Add(bound.Scaled(30 * time.Second))
 	for {
 		raw, err := kc.CoreV1().Pods("default").GetLogs(pod.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
 		if err == nil && strings.Contains(string(raw), "rig-pod-ok") {

@@ -86,7 +86,7 @@ func signalled(sig syscall.Signal, args ...string) func(*testing.T) string {
 			t.Fatal(err)
 		}
 		// The warning is printed once the handlers are about to be set.
-		deadline := time.Now().Add(10 * time.Second)
+		deadline := time.Now().Add(bound.Scaled(10 * time.Second))
 		for !strings.Contains(stderr.String(), "first process") && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -165,7 +165,7 @@ func reaping(t *testing.T) string {
 	if out, err := orphan.CombinedOutput(); err != nil {
 		t.Fatalf("orphaning a process into the namespace: %v\n%s", err, out)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(bound.Scaled(10 * time.Second))
 	for len(childrenOf(cmd.Process.Pid, false)) > 0 && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond) // the orphan still runs
 	}

@@ -533,7 +533,7 @@ func TestConformanceRegistration(t *testing.T) {
 		// The server may stop before its answer leaves, as upstream's
 		// (it stops the gRPC server in the handler).
 		_, _ = registerapi.NewRegistrationClient(conn).NotifyRegistrationStatus(context.Background(), &registerapi.RegistrationStatus{PluginRegistered: false, Error: "no"})
-		deadline := time.Now().Add(10 * time.Second)
+		deadline := time.Now().Add(bound.Scaled(10 * time.Second))
 		for time.Now().Before(deadline) {
 			ctx, cancel := context.WithTimeout(context.Background(), bound.Scaled(time.Second))
 			_, err := pluginapi.NewDevicePluginClient(dial(t, sock)).GetDevicePluginOptions(ctx, &pluginapi.Empty{})
