@@ -124,7 +124,9 @@ run_tier() {
 		for m in "${UNIT_MODULES[@]}"; do gotest "unit-${m##*/}" "${m}" 10m -p "${CORES}" ./... || rc=1; done
 		;;
 	apiserver)
-		gotest apiserver . 15m -p "${CORES}" "${APISERVER_PKGS[@]}" || rc=1
+		# Two control planes a core: past its start, a test's kube-apiserver
+		# and etcd mostly wait with it (its bounds, a webhook's timeout).
+		gotest apiserver . 15m -p "${CORES}" -parallel $((2 * CORES)) "${APISERVER_PKGS[@]}" || rc=1
 		;;
 	cluster)
 		ensure_docker || rc=1

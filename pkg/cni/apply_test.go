@@ -60,6 +60,7 @@ func guessGVR(t *testing.T, gvk schema.GroupVersionKind) schema.GroupVersionReso
 const testNetworkName = "sriov-lane-smoke"
 
 func TestApplyTwiceChangesNothing(t *testing.T) {
+	t.Parallel() // a control plane of its own, on a slot of its own
 	cfg, cs := startAPI(t)
 	ensureDefaultServiceAccount(t, cs, "default")
 	o := defaultTestOptions()
@@ -131,6 +132,7 @@ func TestApplyTwiceChangesNothing(t *testing.T) {
 }
 
 func TestApplyCalicoWaitsForCRD(t *testing.T) {
+	t.Parallel() // a control plane of its own, on a slot of its own
 	cfg, _ := startAPI(t)
 	o := defaultTestOptions()
 	o.CNI = config.CNICalico
@@ -167,6 +169,7 @@ func TestApplyCalicoWaitsForCRD(t *testing.T) {
 // (kube.ForConfig), must not be throttled by it, nor change the caller's
 // config.
 func TestApplyIsNotClientThrottled(t *testing.T) {
+	t.Parallel() // a control plane of its own, on a slot of its own
 	cfg, _ := startAPI(t)
 	kc := rest.CopyConfig(cfg)
 	kc.QPS, kc.Burst = 0, 0 // what clientcmd leaves: client-go's defaults

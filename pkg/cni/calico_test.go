@@ -319,6 +319,7 @@ func TestCalicoObjects(t *testing.T) {
 // WaitCalico fails in time naming the TigeraStatus conditions and the
 // calico-node DaemonSet, and returns once the operator reports Available.
 func TestWaitCalico(t *testing.T) {
+	t.Parallel() // a control plane of its own, on a slot of its own
 	cfg, cs := startAPI(t)
 	crds, err := DecodeManifest([]byte(testCRDs))
 	if err != nil {

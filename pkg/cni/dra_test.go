@@ -60,6 +60,7 @@ func TestDRAModeReplacesDevicePluginAndSRIOVCNI(t *testing.T) {
 // default policy passes the policy CRD's schema, and that schema refuses
 // what the chart's refuses. A second apply changes nothing.
 func TestDRAObjectsOnARealAPIServer(t *testing.T) {
+	t.Parallel() // a control plane of its own, on a slot of its own
 	cfg, _ := startAPI(t)
 	objs, err := Objects(t.Context(), draOptions())
 	if err != nil {

@@ -82,6 +82,7 @@ func createSlice(t *testing.T, cs kubernetes.Interface, s resourcev1.ResourceSli
 // fails at the deadline naming the node, what it wants and what was
 // published; a slice of another driver counts for nothing.
 func TestWaitDRASlices(t *testing.T) {
+	t.Parallel() // a control plane of its own, on a slot of its own
 	_, cs := startAPI(t)
 	if err := CheckDRAServed(cs.Discovery()); err != nil {
 		t.Fatalf("a Kubernetes 1.36 API server taken as lacking DRA: %v", err)
@@ -134,6 +135,7 @@ func TestWaitDRASlices(t *testing.T) {
 // resource.k8s.io/v1 switched off, as one older than 1.34 has it, is
 // refused with the way out.
 func TestCheckDRAServedRefusesAServerWithoutIt(t *testing.T) {
+	t.Parallel() // a control plane of its own, on a slot of its own
 	cs, err := kubernetes.NewForConfig(apiserver.StartForTest(t, "--runtime-config=resource.k8s.io/v1=false"))
 	if err != nil {
 		t.Fatal(err)

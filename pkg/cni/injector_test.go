@@ -235,6 +235,7 @@ func TestInjectorPlanAndUpCertificates(t *testing.T) {
 // (nothing runs pods here), pod creation outside kube-system still
 // succeeds: failurePolicy Ignore.
 func TestInjectorApplyOnAPIServer(t *testing.T) {
+	t.Parallel() // a control plane of its own, on a slot of its own
 	cfg, cs := startAPI(t)
 	ensureDefaultServiceAccount(t, cs, "default")
 	objs := applyInjector(t, cfg)
@@ -361,6 +362,7 @@ func TestInjectorApplyOnAPIServer(t *testing.T) {
 // unchanged (the webhook unreached, failurePolicy Ignore) or refused for
 // another reason; without the injector among the objects it does not ask.
 func TestWaitInjectorServing(t *testing.T) {
+	t.Parallel() // its own clients; it waits out bounds
 	objs, err := Objects(t.Context(), injectorTestOptions())
 	if err != nil {
 		t.Fatal(err)
@@ -449,6 +451,7 @@ func TestWaitInjectorServing(t *testing.T) {
 }
 
 func TestWaitDeployments(t *testing.T) {
+	t.Parallel() // a control plane of its own, on a slot of its own
 	cfg, cs := startAPI(t)
 	objs := applyInjector(t, cfg)
 	setStatus := func(updated, available int32) {

@@ -120,6 +120,7 @@ func wantAll(t *testing.T, got string, want ...string) {
 // the hint after the first; a sandbox image that cannot be pulled is found
 // in kubelet's event, and nothing else is taken for a pull failure.
 func TestReportPullFailures(t *testing.T) {
+	t.Parallel() // its own clients; it waits out bounds
 	flannel := testPod(DefaultNamespace, "kube-flannel-ds-7xk2p", "uid-flannel", "k3d-sriov-agent-0", FlannelImage)
 	crashing := testPod(DefaultNamespace, "kube-multus-ds-q8z4d", "uid-multus", "k3d-sriov-agent-0", MultusImage)
 	running := testPod(DefaultNamespace, "kube-sriov-cni-ds-4x7k9", "uid-sriovcni", "k3d-sriov-agent-1", SRIOVCNIImage)
@@ -246,6 +247,7 @@ func createPod(t *testing.T, cs kubernetes.Interface, p *corev1.Pod) *corev1.Pod
 // event watch with its reason field selector are accepted, and the
 // reports and the timeout's list are as with the fake clientset.
 func TestReportPullFailuresAPIServer(t *testing.T) {
+	t.Parallel() // a control plane of its own, on a slot of its own
 	_, cs := startAPI(t)
 	flannel := createPod(t, cs, testPod(DefaultNamespace, "kube-flannel-ds-7xk2p", "", "k3d-sriov-agent-0", FlannelImage))
 	coredns := createPod(t, cs, testPod(DefaultNamespace, "coredns-6799fbcd5-h2x8v", "", "k3d-sriov-server-0", "rancher/mirrored-coredns-coredns:1.12.1"))

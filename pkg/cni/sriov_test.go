@@ -38,6 +38,7 @@ func createDevicePluginDaemonSet(t *testing.T, cs kubernetes.Interface) *appsv1.
 // given, found by the DaemonSet's own selector and the pods' node, and
 // nothing else: not the plugin on other nodes, not other pods there.
 func TestDeletePluginPods(t *testing.T) {
+	t.Parallel() // a control plane of its own, on a slot of its own
 	_, cs := startAPI(t)
 	ctx := t.Context()
 	ds := createDevicePluginDaemonSet(t, cs)
@@ -92,6 +93,7 @@ func TestDeletePluginPods(t *testing.T) {
 // than KubeletStatusSettle after that pod became Ready: before that the
 // Node may still show the allocatable of before the restart.
 func TestWaitPluginsRestarted(t *testing.T) {
+	t.Parallel() // a control plane of its own, on a slot of its own
 	_, cs := startAPI(t)
 	ctx := t.Context()
 	ds := createDevicePluginDaemonSet(t, cs)

@@ -84,6 +84,7 @@ func expectDone(t *testing.T, done <-chan error) {
 }
 
 func TestWaitNodesReady(t *testing.T) {
+	t.Parallel() // a control plane of its own, on a slot of its own
 	_, cs := startAPI(t)
 	createNode(t, cs, "agent-0")
 	createNode(t, cs, "agent-1")
@@ -135,6 +136,7 @@ func markRolledOut(t *testing.T, cs kubernetes.Interface, ns, name string, desir
 }
 
 func TestWaitDaemonSets(t *testing.T) {
+	t.Parallel() // a control plane of its own, on a slot of its own
 	cfg, cs := startAPI(t)
 	objs, err := Objects(t.Context(), defaultTestOptions())
 	if err != nil {
@@ -192,6 +194,7 @@ func TestWaitDaemonSets(t *testing.T) {
 }
 
 func TestWaitAllocatable(t *testing.T) {
+	t.Parallel() // a control plane of its own, on a slot of its own
 	_, cs := startAPI(t)
 	const res = "kubevirt.io/sriov_net"
 	vfs := func(n int64) corev1.ResourceList {

@@ -13,6 +13,7 @@ import (
 
 // readCluster reads each PV's claim and provisioner for the plan.
 func TestReadClusterReadsPVFacts(t *testing.T) {
+	t.Parallel() // a control plane of its own, on a slot of its own
 	_, kc := apiserver.ClientsForTest(t, kube.ForConfig)
 	ctx := t.Context()
 	hostPath := &corev1.HostPathVolumeSource{Path: "/var/lib/rancher/k3s/storage/pvc-1_job-1_data"}

@@ -35,6 +35,7 @@ import (
 // kube-controller-manager here, so the job's namespace stays Terminating:
 // the wait for it times out and says what holds it.
 func TestResetDeletesWhatCameAfterTheBaseline(t *testing.T) {
+	t.Parallel() // a control plane of its own, on a slot of its own
 	_, kc := apiserver.ClientsForTest(t, kube.ForConfig)
 	dyn, cs := kc.Dynamic, kc.Typed
 	ctx := t.Context()

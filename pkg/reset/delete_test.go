@@ -21,6 +21,7 @@ import (
 // sees its delete through an informer): what it refused is tried again,
 // within blockerGoneGrace; without a deleted blocker a refusal is final.
 func TestDeletePlannedRetriesWhatADeletedWebhookRefused(t *testing.T) {
+	t.Parallel() // its own clients; it waits out bounds
 	webhook := obj("admissionregistration.k8s.io/v1/validatingwebhookconfigurations", "ValidatingWebhookConfiguration", "job-webhook", "u-vwc")
 	role := obj("rbac.authorization.k8s.io/v1/clusterroles", "ClusterRole", "job-reader", "u-cr")
 	meta := func(o clusterObject) *metav1.PartialObjectMetadata {

@@ -26,6 +26,7 @@ import (
 // nothing else while one remains, waits for finalizers on the content, and
 // finalizes the namespace only once a list of every type finds nothing.
 func TestEmptyNamespacesFinalizesOnlyEmptyNamespaces(t *testing.T) {
+	t.Parallel() // a control plane of its own, on a slot of its own
 	cfg, kc := apiserver.ClientsForTest(t, kube.ForConfig)
 	cs := kc.Typed
 	ctx := t.Context()

@@ -20,6 +20,7 @@ import (
 // once the server came back on an empty datastore with its credentials, as
 // a k3s server restarted with its datastore on a tmpfs does.
 func TestLostWhenTheDatastoreCameBackEmpty(t *testing.T) {
+	t.Parallel() // a control plane of its own, on a slot of its own
 	ctx := t.Context()
 	opts := apiserver.TestOptions(t)
 	opts.Dir, opts.Token = t.TempDir(), "lost-token"

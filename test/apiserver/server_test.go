@@ -17,6 +17,7 @@ import (
 )
 
 func TestStartCreateNamespaceStop(t *testing.T) {
+	t.Parallel() // a control plane of its own, on a slot of its own
 	opts := TestOptions(t)
 	opts.SANs = []string{"sriov-lane.test"}
 	ctx, cancel := context.WithTimeout(context.Background(), bound.Scaled(2*time.Minute))
@@ -71,6 +72,7 @@ func TestStartCreateNamespaceStop(t *testing.T) {
 // A stand-in node container that restarts runs Start again on the same
 // directory: data must survive and earlier credentials must stay valid.
 func TestRestartOnSameDirKeepsDataAndCredentials(t *testing.T) {
+	t.Parallel() // a control plane of its own, on a slot of its own
 	ctx, cancel := context.WithTimeout(context.Background(), bound.Scaled(3*time.Minute))
 	defer cancel()
 	opts := TestOptions(t)
@@ -117,6 +119,7 @@ func startWithNamespace(ctx context.Context, t *testing.T, opts Options, name st
 // datastore with the certificates it had: the earlier credentials are
 // still accepted, the earlier objects are gone.
 func TestRestartOnEmptyEtcdDirKeepsCredentials(t *testing.T) {
+	t.Parallel() // a control plane of its own, on a slot of its own
 	ctx, cancel := context.WithTimeout(context.Background(), bound.Scaled(3*time.Minute))
 	defer cancel()
 	opts := TestOptions(t)
