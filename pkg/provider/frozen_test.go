@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -81,7 +82,7 @@ func TestRigFrozenNodeIsThawedAndRemoved(t *testing.T) {
 			_ = os.WriteFile(filepath.Join(child, "freezer.state"), []byte("FROZEN"), 0)
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the cgroup did not freeze: %s", b)
+			t.Fatalf("the cgroup did not freeze: %s\n%s", b, taskReport(child))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -96,4 +97,29 @@ func TestRigFrozenNodeIsThawedAndRemoved(t *testing.T) {
 	if _, err := cli.ContainerInspect(ctx, created.ID); !cerrdefs.IsNotFound(err) {
 		t.Errorf("the node is still there: %v", err)
 	}
+}
+
+// taskReport says where each task of the freezer cgroup dir is: its state,
+// the kernel function it waits in and its kernel stack, which say why the
+// freezer has not caught it.
+func taskReport(dir string) string {
+	var b strings.Builder
+	procs, _ := os.ReadFile(filepath.Join(dir, "tasks"))
+	for _, pid := range strings.Fields(string(procs)) {
+		st, _ := os.ReadFile("/proc/" + pid + "/status")
+		var state string
+		for _, l := range strings.Split(string(st), "\n") {
+			if strings.HasPrefix(l, "State:") || strings.HasPrefix(l, "Name:") || strings.HasPrefix(l, "SigPnd:") || strings.HasPrefix(l, "ShdPnd:") {
+				state += strings.TrimSpace(l) + "; "
+			}
+		}
+		wchan, _ := os.ReadFile("/proc/" + pid + "/wchan")
+		stack, _ := os.ReadFile("/proc/" + pid + "/stack")
+		fmt.Fprintf(&b, "task %s: %swchan %s\n%s", pid, state, wchan, stack)
+	}
+	for _, f := range []string{"freezer.self_freezing", "freezer.parent_freezing"} {
+		v, _ := os.ReadFile(filepath.Join(dir, f))
+		fmt.Fprintf(&b, "%s: %s", f, v)
+	}
+	return b.String()
 }
