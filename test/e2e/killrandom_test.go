@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -20,86 +21,95 @@ import (
 // PFs home under their names with numvfs 0, no container, network, volume,
 // lease, mount or lane dir left. Each round kills an up, then, on a lane
 // that is up, a repair and after it a down (one lane up serves two kills:
-// ups are what the test costs); the seed is logged so a failure can be
-// replayed.
+// ups are what the test costs). The rounds run in parallel, each on a rig
+// and lane of its own with its kill points drawn from the seed and its
+// number alone, so the seed logged replays a failure whatever ran beside.
 func TestSIGKILLAtRandomPointsLosesNothing(t *testing.T) {
-	t.Parallel() // own rig, lane names and API port (see TestMain)
+	t.Parallel() // own rigs, lane names and API ports (see TestMain)
 	requireRig(t)
 	seed := uint64(time.Now().UnixNano())
 	if s, err := strconv.ParseUint(os.Getenv("SRIOV_LANE_TEST_SEED"), 10, 64); err == nil {
 		seed = s // replay a failure
 	}
 	t.Logf("seed %d (replay with SRIOV_LANE_TEST_SEED)", seed)
-	rnd := rand.New(rand.NewPCG(seed, 0))
-	_, r, l := rigLane(t, 2, nil)
 	cli := docker(t)
-	// Up to about how long each command runs on the rig, so that most
-	// kills land inside it.
-	within := func(max time.Duration) time.Duration { return time.Duration(rnd.Int64N(int64(max))) }
-	killAfter := func(t *testing.T, d time.Duration, args ...string) {
-		t.Helper()
-		cmd := exec.Command(binary, args...)
-		cmd.Env = env()
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		// Wait's exit status is no failure (killed, or a command that met
-		// an earlier kill's leftovers); anything else it reports is.
-		waited := func(err error) {
-			var exit *exec.ExitError
-			if err != nil && !errors.As(err, &exit) {
-				t.Errorf("waiting for %s: %v", args[0], err)
-			}
-		}
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case err := <-done:
-			waited(err)
-			t.Logf("%s finished before the kill at %s", args[0], d)
-		case <-time.After(d):
-			if err := cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
-				t.Errorf("killing %s: %v", args[0], err)
-			}
-			waited(<-done)
-			t.Logf("%s killed after %s", args[0], d)
-		}
-	}
 	// Two rounds by default: with real pods every up on the rig takes
 	// ~25 s, and TestKillAtEachStepThenDown covers every step's boundary.
-	// SRIOV_LANE_TEST_ROUNDS runs more (a soak).
+	// SRIOV_LANE_TEST_ROUNDS runs more (a soak), -parallel at a time.
 	rounds := 2
 	if n, err := strconv.Atoi(os.Getenv("SRIOV_LANE_TEST_ROUNDS")); err == nil && n > 0 {
 		rounds = n
 	}
 	t.Logf("%d rounds", rounds)
-	downThenCheck := func(t *testing.T, what string) {
-		t.Helper()
-		res := l.down(t)
-		if res.code != 0 {
-			t.Fatalf("down after %s was killed failed:\n%s", what, res.output)
-		}
-		if strings.Contains(res.output, "not found") {
-			t.Errorf("down after a killed %s reports a lost PF:\n%s", what, res.output)
-		}
-		assertLaneGone(t, r, l, r.State.PFs)
-	}
-	for range rounds {
-		t.Run("up", func(t *testing.T) {
-			killAfter(t, within(7*time.Second), "up", "--config", l.path)
-			downThenCheck(t, "up")
-		})
-		t.Run("repair_then_down", func(t *testing.T) {
-			l.up(t)
-			if err := cli.ContainerRestart(context.Background(), "k3d-"+l.cfg.Name+"-agent-0", container.StopOptions{}); err != nil {
-				t.Fatal(err)
+	for round := range rounds {
+		t.Run(fmt.Sprintf("round-%d", round), func(t *testing.T) {
+			t.Parallel()
+			rnd := rand.New(rand.NewPCG(seed, uint64(round)))
+			_, r, l := rigLane(t, 2, nil)
+			// Up to about how long each command runs on the rig, so that
+			// most kills land inside it.
+			within := func(max time.Duration) time.Duration { return time.Duration(rnd.Int64N(int64(max))) }
+			downThenCheck := func(t *testing.T, what string) {
+				t.Helper()
+				res := l.down(t)
+				if res.code != 0 {
+					t.Fatalf("down after %s was killed failed:\n%s", what, res.output)
+				}
+				if strings.Contains(res.output, "not found") {
+					t.Errorf("down after a killed %s reports a lost PF:\n%s", what, res.output)
+				}
+				assertLaneGone(t, r, l, r.State.PFs)
 			}
-			killAfter(t, within(4*time.Second), "repair", "--config", l.path)
-			killAfter(t, within(2*time.Second), "down", "--config", l.path)
-			downThenCheck(t, "repair and a down")
+			// Both kill points are drawn before either command runs: the
+			// draws are the seed's, not the order the subtests end in.
+			upKill, repairKill, downKill := within(7*time.Second), within(4*time.Second), within(2*time.Second)
+			if !t.Run("up", func(t *testing.T) {
+				killAfter(t, upKill, "up", "--config", l.path)
+				downThenCheck(t, "up")
+			}) {
+				return
+			}
+			t.Run("repair_then_down", func(t *testing.T) {
+				l.up(t)
+				if err := cli.ContainerRestart(context.Background(), "k3d-"+l.cfg.Name+"-agent-0", container.StopOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				killAfter(t, repairKill, "repair", "--config", l.path)
+				killAfter(t, downKill, "down", "--config", l.path)
+				downThenCheck(t, "repair and a down")
+			})
 		})
-		if t.Failed() {
-			break
+	}
+}
+
+// killAfter runs the command with args and SIGKILLs it after d, unless it
+// finished before.
+func killAfter(t *testing.T, d time.Duration, args ...string) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Env = env()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Wait's exit status is no failure (killed, or a command that met an
+	// earlier kill's leftovers); anything else it reports is.
+	waited := func(err error) {
+		var exit *exec.ExitError
+		if err != nil && !errors.As(err, &exit) {
+			t.Errorf("waiting for %s: %v", args[0], err)
 		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		waited(err)
+		t.Logf("%s finished before the kill at %s", args[0], d)
+	case <-time.After(d):
+		if err := cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			t.Errorf("killing %s: %v", args[0], err)
+		}
+		waited(<-done)
+		t.Logf("%s killed after %s", args[0], d)
 	}
 }
