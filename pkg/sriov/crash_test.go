@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -20,6 +19,7 @@ import (
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
 	"github.com/sriov-lane/sriov-lane/test/proc"
 	"github.com/sriov-lane/sriov-lane/test/rig"
+	"github.com/sriov-lane/sriov-lane/test/rig/nsutil"
 )
 
 // crashEnv is one crash scenario: a rig, target netns and the netns the
@@ -41,25 +41,18 @@ func (c *crashEnv) env(mode, stateDir string, stopAt int) []string {
 // nsPath so the child lives wholly in that netns (as in a CI pod).
 func start(t *testing.T, nsPath string, cmd *exec.Cmd) {
 	t.Helper()
-	errc := make(chan error, 1)
-	go func() {
-		// Locked and never unlocked: the thread is discarded afterwards.
-		runtime.LockOSThread()
-		if nsPath != "" {
-			ns, err := netns.GetFromPath(nsPath)
-			if err != nil {
-				errc <- err
-				return
-			}
-			defer ns.Close()
-			if err := netns.Set(ns); err != nil {
-				errc <- err
-				return
-			}
+	var err error
+	if nsPath == "" {
+		err = cmd.Start()
+	} else {
+		ns, nerr := netns.GetFromPath(nsPath)
+		if nerr != nil {
+			t.Fatalf("starting helper: %v", nerr)
 		}
-		errc <- cmd.Start()
-	}()
-	if err := <-errc; err != nil {
+		defer ns.Close()
+		err = nsutil.Do(ns, cmd.Start)
+	}
+	if err != nil {
 		t.Fatalf("starting helper: %v", err)
 	}
 }

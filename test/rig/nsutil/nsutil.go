@@ -130,3 +130,24 @@ func ForTest(t testing.TB, name string) netns.NsHandle {
 
 // Path is where the named netns is mounted.
 func Path(name string) string { return filepath.Join(netnsDir, name) }
+
+// Do runs fn on an OS thread of its own in netns ns and returns fn's
+// error. The thread is locked and never unlocked, so it ends with its
+// goroutine and nothing else ever runs in ns by it; FUSE sees its thread
+// id as the caller.
+func Do(ns netns.NsHandle, fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		// Sent however the goroutine ends: fn may end it with
+		// runtime.Goexit (a t.FailNow off the test's goroutine).
+		err := errors.New("ended without returning (runtime.Goexit)")
+		defer func() { errc <- err }()
+		runtime.LockOSThread()
+		if err = netns.Set(ns); err != nil {
+			err = fmt.Errorf("entering netns: %w", err)
+			return
+		}
+		err = fn()
+	}()
+	return <-errc
+}

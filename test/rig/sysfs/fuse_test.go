@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -693,7 +692,7 @@ func fdOpenOn(t *testing.T, path string) bool {
 	return false
 }
 
-// listIn runs fn on a thread in the named netns: FUSE sees the thread's
+// inNetns runs fn on a thread in the named netns: FUSE sees the thread's
 // id as the caller, and the fake sysfs shows that thread's netns.
 func inNetns(t *testing.T, name string, fn func()) {
 	t.Helper()
@@ -702,17 +701,9 @@ func inNetns(t *testing.T, name string, fn func()) {
 		t.Fatal(err)
 	}
 	defer ns.Close()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
-		if err := netns.Set(ns); err != nil {
-			t.Error(err)
-			return
-		}
-		fn()
-	}()
-	<-done
+	if err := nsutil.Do(ns, func() error { fn(); return nil }); err != nil {
+		t.Error(err)
+	}
 }
 
 func names(t *testing.T, dir string) []string {

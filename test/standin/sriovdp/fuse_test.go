@@ -5,11 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"runtime"
 	"testing"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 
 	"github.com/sriov-lane/sriov-lane/test/rig/nsutil"
 	"github.com/sriov-lane/sriov-lane/test/rig/sysfs"
@@ -70,24 +68,14 @@ func testSelectionOnTheFUSERig(t *testing.T, nic sysfs.NIC) {
 		"selectors":[{"drivers":["` + nic.VFDriver + `"],"pfNames":["` + pfName + `"]}]}]}`
 	// Reads from a thread in the node's netns (the plugin's pod is
 	// hostNetwork there).
-	type answer struct {
-		ids map[string][]string
-		err error
-	}
-	inNode := make(chan answer)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
-		if err := netns.Set(nodeNs); err != nil {
-			inNode <- answer{err: err}
-			return
-		}
-		ids, err := selectIDs(root, cfg, hostNet{})
-		inNode <- answer{ids, err}
-	}()
-	got := <-inNode
+	var ids map[string][]string
+	err = nsutil.Do(nodeNs, func() (err error) {
+		ids, err = selectIDs(root, cfg, hostNet{})
+		return err
+	})
 	want := map[string][]string{"kubevirt.io/sriov_net": {vf(0, 0)}, "kubevirt.io/vf_net": {vf(0, 1)}}
-	if got.err != nil || !reflect.DeepEqual(got.ids, want) {
-		t.Errorf("in the node's netns: %v (%v), want %v", got.ids, got.err, want)
+	if err != nil || !reflect.DeepEqual(ids, want) {
+		t.Errorf("in the node's netns: %v (%v), want %v", ids, err, want)
 	}
 	if got, err := selectIDs(root, cfg, hostNet{}); err != nil || len(got) != 0 {
 		t.Errorf("in the host's netns, where the PF is not: %v (%v), want nothing", got, err)
