@@ -70,6 +70,12 @@ func Sweep(ctx context.Context) ([]string, error) {
 	return removed, errors.Join(errs...)
 }
 
+// Sweep removes what carries s's names, as Sweep does for a dead
+// holder's slot: a test's cleanup of what a failed create may have left.
+func (s *Slot) Sweep(ctx context.Context, cli *client.Client) ([]string, error) {
+	return sweepSlot(ctx, cli, s)
+}
+
 // sweepSlot removes what carries s's names, mounts first (a pin keeps a
 // netns alive), then containers (they hold networks and volumes), then
 // networks, volumes and links.

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	dockerclient "github.com/docker/docker/client"
@@ -60,8 +59,16 @@ func TestK3dCreatesStandinClusterAndDeletesIt(t *testing.T) {
 	sysDir, sysSrv := serveSysfs(t)
 	// Registered before anything exists: a failed create must not leave
 	// containers, the network or the image volume on the shared dockerd.
-	t.Cleanup(func() { removeLeftovers(t, docker, name) })
-	// Runs before removeLeftovers (cleanups are LIFO): node logs explain
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), bound.Scaled(time.Minute))
+		defer cancel()
+		if removed, err := slot.Sweep(ctx, docker); err != nil {
+			t.Errorf("cleanup: %v", err)
+		} else if len(removed) > 0 {
+			t.Logf("cleanup removed %v", removed)
+		}
+	})
+	// Runs before the sweep (cleanups are LIFO): node logs explain
 	// most failures, and are gone once the containers are.
 	t.Cleanup(func() {
 		if t.Failed() || os.Getenv("SRIOV_LANE_DUMP_NODE_LOGS") == "1" {
@@ -445,28 +452,6 @@ const (
 	// every node: its first subnet lease and the readiness probe after.
 	flannelRolloutTimeout = 2 * time.Minute
 )
-
-// removeLeftovers deletes by name what a failed run left, touching nothing
-// of other users of the shared dockerd.
-func removeLeftovers(t *testing.T, docker *dockerclient.Client, name string) {
-	ctx, cancel := context.WithTimeout(context.Background(), bound.Scaled(time.Minute))
-	defer cancel()
-	cs, err := docker.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", k3d.LabelClusterName+"="+name))})
-	if err != nil {
-		t.Errorf("cleanup: listing containers of %s: %v", name, err)
-	}
-	for _, c := range cs {
-		if err := docker.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil {
-			t.Errorf("cleanup: removing container %s: %v", c.ID[:12], err)
-		}
-	}
-	if err := docker.NetworkRemove(ctx, "k3d-"+name); err != nil && !cerrdefs.IsNotFound(err) {
-		t.Errorf("cleanup: removing network k3d-%s: %v", name, err)
-	}
-	if err := docker.VolumeRemove(ctx, "k3d-"+name+"-images", true); err != nil && !cerrdefs.IsNotFound(err) {
-		t.Errorf("cleanup: removing volume k3d-%s-images: %v", name, err)
-	}
-}
 
 // dumpNodeLogs logs the tail of every node container's output.
 func dumpNodeLogs(t *testing.T, docker *dockerclient.Client, name string) {
