@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -289,12 +290,13 @@ func TestBadInputChangesNothing(t *testing.T) {
 	if err := os.Chmod(unreadable, 0); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	// A port of the slot's, so no other test's lane is handed it.
+	busyPort := strconv.Itoa(s.Port(t))
+	ln, err := net.Listen("tcp", "127.0.0.1:"+busyPort)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	busyPort := strings.TrimPrefix(ln.Addr().String(), "127.0.0.1:")
 	// A k3d cluster of the same name that is not this tool's: created, never
 	// started, labelled as k3d labels its nodes.
 	cli := docker(t)

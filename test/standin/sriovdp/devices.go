@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -259,15 +260,7 @@ func (s *netSelector) matches(d *device) bool {
 // selectIn is resources/deviceSelectors.go contains behind an unset or
 // set selector list.
 func selectIn(list []string, v string) bool {
-	if len(list) == 0 {
-		return true
-	}
-	for _, x := range list {
-		if x == v {
-			return true
-		}
-	}
-	return false
+	return len(list) == 0 || slices.Contains(list, v)
 }
 
 // indexSelected is the pfNames and rootDevices selectors
