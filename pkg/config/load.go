@@ -21,6 +21,7 @@ import (
 // variables and the file field can never drift apart.
 type Setting struct {
 	Flag  string
+	Field string   // the file's field, as a dotted path of YAML keys
 	Env   []string // highest precedence first
 	Type  string
 	Usage string
@@ -63,21 +64,21 @@ func splitList(v string) []string {
 // Settings returns the table of flag/env settings.
 func Settings() []Setting {
 	return []Setting{
-		{"name", []string{"SRIOV_LANE_NAME", "CLUSTER_NAME"}, "string", "lane and k3d cluster name", strSetter(func(l *Lane) *string { return &l.Name })},
-		{"agents", []string{"SRIOV_LANE_AGENTS"}, "int", "number of k3s agents", intSetter("agents", func(l *Lane) *int { return &l.Agents })},
-		{"pfs-per-node", []string{"SRIOV_LANE_PFS_PER_NODE", "PF_COUNT_PER_NODE"}, "int", "PFs moved into each agent", intSetter("pfsPerNode", func(l *Lane) *int { return &l.PFsPerNode })},
-		{"vfs-per-pf", []string{"SRIOV_LANE_VFS_PER_PF"}, "int", "VFs created on each PF", intSetter("vfsPerPF", func(l *Lane) *int { return &l.VFsPerPF })},
-		{"vf-driver", []string{"SRIOV_LANE_VF_DRIVER"}, "string", "vfio-pci or netdevice", strSetter(func(l *Lane) *string { return &l.VFDriver })},
-		{"vf-allocation", []string{"SRIOV_LANE_VF_ALLOCATION", "KUBEVIRT_USE_DRA"}, "string", "how pods get VFs: devicePlugin or dra (KUBEVIRT_USE_DRA=true means dra)", strSetter(func(l *Lane) *string { return &l.VFAllocation })},
-		{"resource-prefix", []string{"SRIOV_LANE_RESOURCE_PREFIX"}, "string", "extended resource prefix", strSetter(func(l *Lane) *string { return &l.ResourcePrefix })},
-		{"resource-name", []string{"SRIOV_LANE_RESOURCE_NAME"}, "string", "extended resource name", strSetter(func(l *Lane) *string { return &l.ResourceName })},
-		{"node-label", []string{"SRIOV_LANE_NODE_LABEL"}, "string", "key=value label for agents with PFs", strSetter(func(l *Lane) *string { return &l.NodeLabel })},
-		{"cni", []string{"SRIOV_LANE_CNI"}, "string", "flannel or calico", strSetter(func(l *Lane) *string { return &l.CNI })},
-		{"ip-family", []string{"SRIOV_LANE_IP_FAMILY", "IPFAMILY"}, "string", "cluster IP family: ipv4, ipv6 or dual", strSetter(func(l *Lane) *string { return &l.IPFamily })},
-		{"k3s-image", []string{"SRIOV_LANE_K3S_IMAGE"}, "string", "k3s node image", strSetter(func(l *Lane) *string { return &l.K3sImage })},
-		{"tools-image", []string{"SRIOV_LANE_TOOLS_IMAGE"}, "string", "k3d tools image (mirrors, air-gapped hosts)", strSetter(func(l *Lane) *string { return &l.ToolsImage })},
-		{"api-port", []string{"SRIOV_LANE_API_PORT", "HOST_PORT"}, "int", "host port of the Kubernetes API on 127.0.0.1", intSetter("apiPort", func(l *Lane) *int { return &l.APIPort })},
-		{"registry", []string{"SRIOV_LANE_REGISTRY"}, "bool", "run a local registry for the dev loop", func(l *Lane, v string) error {
+		{"name", "name", []string{"SRIOV_LANE_NAME", "CLUSTER_NAME"}, "string", "lane and k3d cluster name", strSetter(func(l *Lane) *string { return &l.Name })},
+		{"agents", "agents", []string{"SRIOV_LANE_AGENTS"}, "int", "number of k3s agents", intSetter("agents", func(l *Lane) *int { return &l.Agents })},
+		{"pfs-per-node", "pfsPerNode", []string{"SRIOV_LANE_PFS_PER_NODE", "PF_COUNT_PER_NODE"}, "int", "PFs moved into each agent", intSetter("pfsPerNode", func(l *Lane) *int { return &l.PFsPerNode })},
+		{"vfs-per-pf", "vfsPerPF", []string{"SRIOV_LANE_VFS_PER_PF"}, "int", "VFs created on each PF", intSetter("vfsPerPF", func(l *Lane) *int { return &l.VFsPerPF })},
+		{"vf-driver", "vfDriver", []string{"SRIOV_LANE_VF_DRIVER"}, "string", "vfio-pci or netdevice", strSetter(func(l *Lane) *string { return &l.VFDriver })},
+		{"vf-allocation", "vfAllocation", []string{"SRIOV_LANE_VF_ALLOCATION", "KUBEVIRT_USE_DRA"}, "string", "how pods get VFs: devicePlugin or dra (KUBEVIRT_USE_DRA=true means dra)", strSetter(func(l *Lane) *string { return &l.VFAllocation })},
+		{"resource-prefix", "resourcePrefix", []string{"SRIOV_LANE_RESOURCE_PREFIX"}, "string", "extended resource prefix", strSetter(func(l *Lane) *string { return &l.ResourcePrefix })},
+		{"resource-name", "resourceName", []string{"SRIOV_LANE_RESOURCE_NAME"}, "string", "extended resource name", strSetter(func(l *Lane) *string { return &l.ResourceName })},
+		{"node-label", "nodeLabel", []string{"SRIOV_LANE_NODE_LABEL"}, "string", "key=value label for agents with PFs", strSetter(func(l *Lane) *string { return &l.NodeLabel })},
+		{"cni", "cni", []string{"SRIOV_LANE_CNI"}, "string", "flannel or calico", strSetter(func(l *Lane) *string { return &l.CNI })},
+		{"ip-family", "ipFamily", []string{"SRIOV_LANE_IP_FAMILY", "IPFAMILY"}, "string", "cluster IP family: ipv4, ipv6 or dual", strSetter(func(l *Lane) *string { return &l.IPFamily })},
+		{"k3s-image", "k3sImage", []string{"SRIOV_LANE_K3S_IMAGE"}, "string", "k3s node image", strSetter(func(l *Lane) *string { return &l.K3sImage })},
+		{"tools-image", "toolsImage", []string{"SRIOV_LANE_TOOLS_IMAGE"}, "string", "k3d tools image (mirrors, air-gapped hosts)", strSetter(func(l *Lane) *string { return &l.ToolsImage })},
+		{"api-port", "apiPort", []string{"SRIOV_LANE_API_PORT", "HOST_PORT"}, "int", "host port of the Kubernetes API on 127.0.0.1", intSetter("apiPort", func(l *Lane) *int { return &l.APIPort })},
+		{"registry", "registry.enabled", []string{"SRIOV_LANE_REGISTRY"}, "bool", "run a local registry for the dev loop", func(l *Lane, v string) error {
 			b, err := strconv.ParseBool(v)
 			if err != nil {
 				return invalid("registry.enabled", "true or false", "%q", v)
@@ -85,17 +86,17 @@ func Settings() []Setting {
 			l.Registry.Enabled = &b
 			return nil
 		}},
-		{"registry-address", []string{"SRIOV_LANE_REGISTRY_ADDRESS"}, "string", "host address of the registry", strSetter(func(l *Lane) *string { return &l.Registry.Address })},
-		{"pfs-include", []string{"SRIOV_LANE_PFS_INCLUDE"}, "list", "PFs the lane may take (names, PCI addresses, globs)", listSetter(func(l *Lane) *[]string { return &l.PFs.Include })},
-		{"pfs-exclude", []string{"SRIOV_LANE_PFS_EXCLUDE", "PF_BLACKLIST"}, "list", "PFs the lane must not take", listSetter(func(l *Lane) *[]string { return &l.PFs.Exclude })},
-		{"sysfs-root", []string{"SRIOV_LANE_SYSFS_ROOT"}, "string", "where the host's sysfs is mounted", strSetter(func(l *Lane) *string { return &l.SysfsRoot })},
-		{"vfio-dir", []string{"SRIOV_LANE_VFIO_DIR"}, "string", "host VFIO device directory", strSetter(func(l *Lane) *string { return &l.VFIODir })},
-		{"state-dir", []string{"SRIOV_LANE_STATE_DIR"}, "string", "journals and leases", strSetter(func(l *Lane) *string { return &l.StateDir })},
-		{"volume", []string{"SRIOV_LANE_VOLUMES"}, "list", "extra mount HOST:CONTAINER@NODEFILTER", listSetter(func(l *Lane) *[]string { return &l.Volumes })},
-		{"image-registry-mirror", []string{"SRIOV_LANE_IMAGE_REGISTRY_MIRROR"}, "string", "mirror for every image the lane pulls", strSetter(func(l *Lane) *string { return &l.ImageRegistryMirror })},
-		{"topology-manager-policy", []string{"SRIOV_LANE_TOPOLOGY_MANAGER_POLICY", "KUBEVIRT_TOPOLOGY_MANAGER_POLICY"}, "string", "agents' kubelet topology manager policy: none, best-effort, restricted, single-numa-node", strSetter(func(l *Lane) *string { return &l.Kubelet.TopologyManagerPolicy })},
-		{"topology-manager-scope", []string{"SRIOV_LANE_TOPOLOGY_MANAGER_SCOPE"}, "string", "agents' kubelet topology manager scope: container or pod", strSetter(func(l *Lane) *string { return &l.Kubelet.TopologyManagerScope })},
-		{"datastore-on-tmpfs", []string{"SRIOV_LANE_DATASTORE_ON_TMPFS", "KUBEVIRT_WITH_KIND_ETCD_IN_MEMORY"}, "bool", "keep the k3s server's datastore on a tmpfs", func(l *Lane, v string) error {
+		{"registry-address", "registry.address", []string{"SRIOV_LANE_REGISTRY_ADDRESS"}, "string", "host address of the registry", strSetter(func(l *Lane) *string { return &l.Registry.Address })},
+		{"pfs-include", "pfs.include", []string{"SRIOV_LANE_PFS_INCLUDE"}, "list", "PFs the lane may take (names, PCI addresses, globs)", listSetter(func(l *Lane) *[]string { return &l.PFs.Include })},
+		{"pfs-exclude", "pfs.exclude", []string{"SRIOV_LANE_PFS_EXCLUDE", "PF_BLACKLIST"}, "list", "PFs the lane must not take", listSetter(func(l *Lane) *[]string { return &l.PFs.Exclude })},
+		{"sysfs-root", "sysfsRoot", []string{"SRIOV_LANE_SYSFS_ROOT"}, "string", "where the host's sysfs is mounted", strSetter(func(l *Lane) *string { return &l.SysfsRoot })},
+		{"vfio-dir", "vfioDir", []string{"SRIOV_LANE_VFIO_DIR"}, "string", "host VFIO device directory", strSetter(func(l *Lane) *string { return &l.VFIODir })},
+		{"state-dir", "stateDir", []string{"SRIOV_LANE_STATE_DIR"}, "string", "journals and leases", strSetter(func(l *Lane) *string { return &l.StateDir })},
+		{"volume", "volumes", []string{"SRIOV_LANE_VOLUMES"}, "list", "extra mount HOST:CONTAINER@NODEFILTER", listSetter(func(l *Lane) *[]string { return &l.Volumes })},
+		{"image-registry-mirror", "imageRegistryMirror", []string{"SRIOV_LANE_IMAGE_REGISTRY_MIRROR"}, "string", "mirror for every image the lane pulls", strSetter(func(l *Lane) *string { return &l.ImageRegistryMirror })},
+		{"topology-manager-policy", "kubelet.topologyManagerPolicy", []string{"SRIOV_LANE_TOPOLOGY_MANAGER_POLICY", "KUBEVIRT_TOPOLOGY_MANAGER_POLICY"}, "string", "agents' kubelet topology manager policy: none, best-effort, restricted, single-numa-node", strSetter(func(l *Lane) *string { return &l.Kubelet.TopologyManagerPolicy })},
+		{"topology-manager-scope", "kubelet.topologyManagerScope", []string{"SRIOV_LANE_TOPOLOGY_MANAGER_SCOPE"}, "string", "agents' kubelet topology manager scope: container or pod", strSetter(func(l *Lane) *string { return &l.Kubelet.TopologyManagerScope })},
+		{"datastore-on-tmpfs", "server.datastoreOnTmpfs", []string{"SRIOV_LANE_DATASTORE_ON_TMPFS", "KUBEVIRT_WITH_KIND_ETCD_IN_MEMORY"}, "bool", "keep the k3s server's datastore on a tmpfs", func(l *Lane, v string) error {
 			b, err := strconv.ParseBool(v)
 			if err != nil {
 				return invalid("server.datastoreOnTmpfs", "true or false", "%q", v)
@@ -103,7 +104,7 @@ func Settings() []Setting {
 			l.Server.DatastoreOnTmpfs = &b
 			return nil
 		}},
-		{"network-resources-injector", []string{"SRIOV_LANE_NETWORK_RESOURCES_INJECTOR"}, "bool", "deploy network-resources-injector: pods get VF requests from their NADs", func(l *Lane, v string) error {
+		{"network-resources-injector", "components.networkResourcesInjector", []string{"SRIOV_LANE_NETWORK_RESOURCES_INJECTOR"}, "bool", "deploy network-resources-injector: pods get VF requests from their NADs", func(l *Lane, v string) error {
 			b, err := strconv.ParseBool(v)
 			if err != nil {
 				return invalid("components.networkResourcesInjector", "true or false", "%q", v)
@@ -111,8 +112,8 @@ func Settings() []Setting {
 			l.Components.NetworkResourcesInjector = b
 			return nil
 		}},
-		{"kubeconfig", []string{"SRIOV_LANE_KUBECONFIG"}, "string", "where to write the lane's kubeconfig", strSetter(func(l *Lane) *string { return &l.Kubeconfig })},
-		{"wait-timeout", []string{"SRIOV_LANE_WAIT_TIMEOUT"}, "duration", "how long up waits for the cluster and VFs", func(l *Lane, v string) error {
+		{"kubeconfig", "kubeconfig", []string{"SRIOV_LANE_KUBECONFIG"}, "string", "where to write the lane's kubeconfig", strSetter(func(l *Lane) *string { return &l.Kubeconfig })},
+		{"wait-timeout", "waitTimeout", []string{"SRIOV_LANE_WAIT_TIMEOUT"}, "duration", "how long up waits for the cluster and VFs", func(l *Lane, v string) error {
 			d, err := time.ParseDuration(v)
 			if err != nil {
 				return invalid("waitTimeout", "e.g. 10m", "%q", v)

@@ -54,27 +54,36 @@ const (
 
 // Lane is the whole configuration of one lane. Field names are the YAML keys.
 type Lane struct {
+	// APIVersion is the file format's version, sriov-lane.io/v1alpha1.
 	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
+	// Kind is Lane.
+	Kind string `json:"kind"`
 
 	// Name is the lane's (and the k3d cluster's) name.
 	Name string `json:"name"`
 	// Agents is the number of k3s agents; each gets PFsPerNode PFs.
-	Agents     int `json:"agents"`
+	Agents int `json:"agents"`
+	// PFsPerNode is how many PFs are moved into each agent's network
+	// namespace.
 	PFsPerNode int `json:"pfsPerNode"`
-	VFsPerPF   int `json:"vfsPerPF"`
+	// VFsPerPF is how many VFs are created on each PF.
+	VFsPerPF int `json:"vfsPerPF"`
 	// VFDriver is vfio-pci (VMs) or netdevice (kernel VF netdevs moved into the node).
 	VFDriver string `json:"vfDriver"`
 	// VFAllocation is how pods get VFs: devicePlugin (an extended resource,
 	// resourcePrefix/resourceName) or dra (ResourceClaims of the
 	// dra-driver-sriov DeviceClass; kubevirtci's KUBEVIRT_USE_DRA=true).
-	VFAllocation   string `json:"vfAllocation"`
+	VFAllocation string `json:"vfAllocation"`
+	// ResourcePrefix is the prefix of the extended resource the device
+	// plugin advertises the VFs as (resourcePrefix/resourceName).
 	ResourcePrefix string `json:"resourcePrefix"`
-	ResourceName   string `json:"resourceName"`
+	// ResourceName is the name of that extended resource.
+	ResourceName string `json:"resourceName"`
 	// NodeLabel is key=value put on every agent that got PFs; the SR-IOV
 	// DaemonSets select on it.
 	NodeLabel string `json:"nodeLabel"`
-	CNI       string `json:"cni"`
+	// CNI is the cluster's primary network: flannel or calico.
+	CNI string `json:"cni"`
 	// IPFamily is the cluster network's IP family: ipv4, ipv6 or dual
 	// (kubevirtci's IPFAMILY).
 	IPFamily string `json:"ipFamily"`
@@ -83,9 +92,11 @@ type Lane struct {
 	// ToolsImage overrides k3d's tools image (air-gapped hosts, mirrors).
 	ToolsImage string `json:"toolsImage,omitempty"`
 	// APIPort is the host port of the Kubernetes API on 127.0.0.1.
-	APIPort  int      `json:"apiPort"`
+	APIPort int `json:"apiPort"`
+	// Registry is the lane's local image registry.
 	Registry Registry `json:"registry"`
-	PFs      PFSelect `json:"pfs"`
+	// PFs narrows which of the host's PFs the lane may take.
+	PFs PFSelect `json:"pfs"`
 	// SysfsRoot is where the host's sysfs is read and written (e.g. a host
 	// /sys mounted elsewhere in a CI pod).
 	SysfsRoot string `json:"sysfsRoot"`
@@ -95,14 +106,23 @@ type Lane struct {
 	// rest of the layout pkg/statedir names, and the host's PF leases.
 	StateDir string `json:"stateDir"`
 	// Volumes are extra mounts, HOST:CONTAINER[:ro]@NODEFILTER[;NODEFILTER...].
-	Volumes             []string `json:"volumes,omitempty"`
-	ImageRegistryMirror string   `json:"imageRegistryMirror,omitempty"`
-	Kubelet             Kubelet  `json:"kubelet"`
-	Server              Server   `json:"server"`
+	Volumes []string `json:"volumes,omitempty"`
+	// ImageRegistryMirror, [http://|https://]HOST[:PORT], is the registry
+	// every image the nodes pull comes through, the components' and k3s's
+	// own (no path: k3s would take it as the registry's API root).
+	ImageRegistryMirror string `json:"imageRegistryMirror,omitempty"`
+	// Kubelet holds the agents' kubelet settings.
+	Kubelet Kubelet `json:"kubelet"`
+	// Server holds the k3s server node's settings.
+	Server Server `json:"server"`
 	// Kubeconfig is where the lane's kubeconfig is written (mode 0600).
-	Kubeconfig  string   `json:"kubeconfig,omitempty"`
-	Calico      Calico   `json:"calico,omitempty"`
-	Hooks       Hooks    `json:"hooks,omitempty"`
+	Kubeconfig string `json:"kubeconfig,omitempty"`
+	// Calico holds the settings of cni: calico.
+	Calico Calico `json:"calico,omitempty"`
+	// Hooks are commands run after up and before down.
+	Hooks Hooks `json:"hooks,omitempty"`
+	// WaitTimeout bounds each of up's waits (the cluster's create, nodes
+	// Ready, components rolled out, VFs advertised) and repair's.
 	WaitTimeout Duration `json:"waitTimeout"`
 
 	// Components switches optional network components on.
@@ -120,26 +140,37 @@ type Components struct {
 
 // Registry is the lane's local image registry for the dev loop.
 type Registry struct {
+	// Enabled runs the registry beside the lane's nodes, which reach it
+	// as registry:5000.
 	Enabled *bool `json:"enabled"`
 	// Address is the host side, HOST:PORT (127.0.0.1:5000).
 	Address string `json:"address"`
-	Image   string `json:"image"`
+	// Image is the registry's image, pulled by the host's Docker.
+	Image string `json:"image"`
 }
 
 // PFSelect narrows which PFs the lane may take. Entries are interface
 // names, PCI addresses or globs of either; a PF the host uses (default route,
 // global address) is taken only when Include names it exactly.
 type PFSelect struct {
+	// Include lists the PFs the lane may take; empty, any it finds but
+	// those the host uses.
 	Include []string `json:"include,omitempty"`
+	// Exclude lists PFs the lane must not take.
 	Exclude []string `json:"exclude,omitempty"`
 }
 
 // Kubelet settings applied to agents (kubevirtci's CPU-manager and
 // topology-manager set-up).
 type Kubelet struct {
+	// CPUManagerPolicy is kubelet's --cpu-manager-policy: static
+	// (kind-sriov's) or none.
 	CPUManagerPolicy string `json:"cpuManagerPolicy"`
-	KubeReserved     string `json:"kubeReserved"`
-	SystemReserved   string `json:"systemReserved"`
+	// KubeReserved is kubelet's --kube-reserved (the static CPU manager
+	// needs a reservation).
+	KubeReserved string `json:"kubeReserved"`
+	// SystemReserved is kubelet's --system-reserved.
+	SystemReserved string `json:"systemReserved"`
 	// TopologyManagerPolicy is kubelet's --topology-manager-policy: none,
 	// best-effort, restricted or single-numa-node (kind-sriov's).
 	TopologyManagerPolicy string `json:"topologyManagerPolicy"`
@@ -167,7 +198,13 @@ type Calico struct {
 
 // Hooks are commands run at fixed points of the lane's life.
 type Hooks struct {
-	PostUp  [][]string `json:"postUp,omitempty"`
+	// PostUp are commands, each an argv list, run once the lane is up,
+	// with KUBECONFIG, SRIOV_LANE_NAME and SRIOV_LANE_PFS (a JSON list of
+	// the PFs in the agents) set; one that fails fails up, which undoes
+	// itself.
+	PostUp [][]string `json:"postUp,omitempty"`
+	// PreDown are commands, as PostUp's, run before down tears the lane
+	// down.
 	PreDown [][]string `json:"preDown,omitempty"`
 }
 
