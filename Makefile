@@ -13,7 +13,7 @@ export SRIOV_LANE_TEST_ASSETS := $(CURDIR)/bin/test-assets
 TESTFLAGS ?=
 LANE_ARGS ?=
 
-.PHONY: all help build lane test test-env test-unit test-apiserver test-cluster test-kernel test-disruptive verify vet lint shellcheck maps fmt bench clean manifests demo demo-down
+.PHONY: all help build lane test test-env test-unit test-apiserver test-cluster test-kernel test-disruptive verify vet lint shellcheck maps fmt bench clean manifests docs demo demo-down
 
 all: build
 
@@ -124,6 +124,9 @@ fmt: ## gofmt -w every Go file
 
 manifests: ## render the objects up applies into manifests/ (a test keeps them in step)
 	$(GO) run ./hack/manifests -out manifests
+
+docs: ## write the CLI and configuration references into docs/reference/ (a test keeps them in step)
+	$(GO) run ./hack/docs
 
 bench: test-env build ## benchmarks against the shell-provider sequence, printed as ratios
 	hack/bench.sh
