@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make test's tiers, one after another, each alone on the machine with the
-# parallelism its cores hold and a timeout of its own (README "Running the
-# tests"). A failing tier does not stop the later ones, so one run shows
+# parallelism its cores hold and a timeout of its own (docs/testing.md).
+# A failing tier does not stop the later ones, so one run shows
 # every failure; the run ends with a table of the tiers and the failed tests.
 #
 #   hack/test-tiers.sh [TIER ...]    every tier when none is named
