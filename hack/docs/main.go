@@ -128,8 +128,8 @@ func configReference(dir string) ([]byte, error) {
 	for _, s := range config.Settings() {
 		settings[s.Field] = s
 	}
-	defaults := map[string]any{}
-	if err := flatten(config.Default(), defaults); err != nil {
+	defaults, err := config.Values(config.Default())
+	if err != nil {
 		return nil, err
 	}
 	var b bytes.Buffer
@@ -147,53 +147,27 @@ lane with every default filled in. An unknown field is an error naming its path.
 | --- | --- | --- | --- | --- | --- |
 `)
 	var missing []string
-	for _, f := range fields(reflect.TypeFor[config.Lane](), "") {
-		d := docs[f.goPath]
+	for _, f := range config.Fields() {
+		d := docs[f.Struct+"."+f.Name]
 		if d == "" {
-			missing = append(missing, f.goPath)
+			missing = append(missing, f.Struct+"."+f.Name)
 		}
 		flagName, env := "", ""
-		if s, ok := settings[f.path]; ok {
+		if s, ok := settings[f.Path]; ok {
 			flagName = "`--" + s.Flag + "`"
 			env = "`" + strings.Join(s.Env, "`, `") + "`"
 		}
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s |\n", f.path, f.kind, defaultOf(defaults, f.path), flagName, env, cell(d))
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s |\n", f.Path, kindOf(f.Type), defaultOf(defaults, f.Path), flagName, env, cell(d))
 	}
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("config fields without a doc comment in %s: %s", dir, strings.Join(missing, ", "))
 	}
 	for path := range settings {
-		if !slices.ContainsFunc(fields(reflect.TypeFor[config.Lane](), ""), func(f field) bool { return f.path == path }) {
+		if !slices.ContainsFunc(config.Fields(), func(f config.Field) bool { return f.Path == path }) {
 			return nil, fmt.Errorf("setting --%s names field %q, which the file has not", settings[path].Flag, path)
 		}
 	}
 	return b.Bytes(), nil
-}
-
-// field is one leaf of the config file.
-type field struct {
-	path   string // YAML keys, dotted
-	goPath string // the Go struct and field, Lane.Registry
-	kind   string
-}
-
-// fields lists t's leaves in source order; a struct field's own fields
-// stand in its place (Duration is a value).
-func fields(t reflect.Type, prefix string) []field {
-	var out []field
-	for f := range t.Fields() {
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		ft := f.Type
-		if ft.Kind() == reflect.Pointer {
-			ft = ft.Elem()
-		}
-		if ft.Kind() == reflect.Struct && ft != reflect.TypeFor[config.Duration]() {
-			out = append(out, fields(ft, prefix+name+".")...)
-			continue
-		}
-		out = append(out, field{path: prefix + name, goPath: t.Name() + "." + f.Name, kind: kindOf(ft)})
-	}
-	return out
 }
 
 func kindOf(t reflect.Type) string {
@@ -243,30 +217,6 @@ func fieldDocs(dir string) (map[string]string, error) {
 		})
 	}
 	return out, nil
-}
-
-// flatten puts v, as JSON has it, into out by dotted path.
-func flatten(v any, out map[string]any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		return err
-	}
-	var walk func(prefix string, v any)
-	walk = func(prefix string, v any) {
-		if sub, ok := v.(map[string]any); ok {
-			for k, x := range sub {
-				walk(prefix+k+".", x)
-			}
-			return
-		}
-		out[strings.TrimSuffix(prefix, ".")] = v
-	}
-	walk("", m)
-	return nil
 }
 
 func defaultOf(defaults map[string]any, path string) string {

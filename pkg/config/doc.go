@@ -8,6 +8,9 @@
 //   - defaults.go: the pinned defaults (k3s image, wait timeout),
 //     SetDefaults, and what a lane derives from its config (dir,
 //     kubeconfig, PFs needed)
+//   - fields.go:   the file's leaves by YAML path (Fields) and a lane's
+//     values by them (Values): what settings and the generated
+//     configuration reference name
 //   - network.go:  the pod and service CIDRs per CNI and IP family
 //   - load.go:     the flag/env Settings table, AddFlags, Load's
 //     precedence, and strict one-document decoding

@@ -1,13 +1,10 @@
 package config
 
 import (
-	"encoding/json"
 	"fmt"
 	"maps"
-	"reflect"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 )
 
@@ -22,8 +19,8 @@ func TestSettingsSetTheFieldTheyName(t *testing.T) {
 			t.Errorf("flag --%s is in the table twice", s.Flag)
 		}
 		flags[s.Flag] = true
-		if !slices.Contains(fieldPaths(reflect.TypeFor[Lane](), ""), s.Field) {
-			t.Errorf("--%s names field %q, which the file has not: %v", s.Flag, s.Field, fieldPaths(reflect.TypeFor[Lane](), ""))
+		if !slices.ContainsFunc(Fields(), func(f Field) bool { return f.Path == s.Field }) {
+			t.Errorf("--%s names field %q, which the file has not", s.Flag, s.Field)
 			continue
 		}
 		l := Default()
@@ -53,7 +50,9 @@ func TestSettingsSetTheFieldTheyName(t *testing.T) {
 		}
 		after := leaves(t, l)
 		var changed []string
-		for _, k := range slices.Sorted(maps.Keys(union(before, after))) {
+		keys := maps.Clone(before)
+		maps.Copy(keys, after)
+		for _, k := range slices.Sorted(maps.Keys(keys)) {
 			if fmt.Sprint(after[k]) != fmt.Sprint(before[k]) {
 				changed = append(changed, k)
 			}
@@ -64,54 +63,11 @@ func TestSettingsSetTheFieldTheyName(t *testing.T) {
 	}
 }
 
-// leaves is l as the file has it, flattened to dotted paths of YAML keys
-// (a list is a leaf; a field omitted as empty is absent).
 func leaves(t *testing.T, l *Lane) map[string]any {
 	t.Helper()
-	b, err := json.Marshal(l)
+	v, err := Values(l)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]any{}
-	var walk func(prefix string, v any)
-	walk = func(prefix string, v any) {
-		if sub, ok := v.(map[string]any); ok {
-			for k, x := range sub {
-				walk(prefix+k+".", x)
-			}
-			return
-		}
-		out[prefix[:len(prefix)-1]] = v
-	}
-	walk("", m)
-	return out
-}
-
-func union(a, b map[string]any) map[string]any {
-	m := maps.Clone(a)
-	maps.Copy(m, b)
-	return m
-}
-
-// fieldPaths lists the file's fields of struct type t as dotted paths of
-// YAML keys, a struct's own fields in place of it (Duration is a value).
-func fieldPaths(t reflect.Type, prefix string) []string {
-	var out []string
-	for f := range t.Fields() {
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		ft := f.Type
-		if ft.Kind() == reflect.Pointer {
-			ft = ft.Elem()
-		}
-		if ft.Kind() == reflect.Struct && ft != reflect.TypeFor[Duration]() {
-			out = append(out, fieldPaths(ft, prefix+name+".")...)
-			continue
-		}
-		out = append(out, prefix+name)
-	}
-	return out
+	return v
 }
