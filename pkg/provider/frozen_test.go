@@ -12,6 +12,7 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/sriov-lane/sriov-lane/test/bound"
 	"github.com/sriov-lane/sriov-lane/test/testutil"
@@ -51,6 +52,22 @@ func TestRigFrozenNodeIsThawedAndRemoved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Docker's start returns once runc has let its init exec the command,
+	// not once the exec is done. Frozen while runc's init, a Go program
+	// of several threads, is still in execve, the cgroup stays FREEZING
+	// for good: the execing thread waits in de_thread (uninterruptible)
+	// for its siblings to exit, and they sit in the refrigerator (seen in
+	// make test: runc:[2:INIT] in begin_new_exec, its sibling in
+	// __refrigerator). So wait for the node's process to be sleep.
+	comm := func() string {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", c.State.Pid))
+		return strings.TrimSpace(string(b))
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, bound.Scaled(10*time.Second), true, func(context.Context) (bool, error) {
+		return comm() == "sleep", nil
+	}); err != nil {
+		t.Fatalf("the node's process never became sleep: %q", comm())
+	}
 	rel, err := freezerCgroup(c.State.Pid)
 	if err != nil || rel == "" {
 		t.Fatalf("the node's freezer cgroup: %q, %v", rel, err)
@@ -67,24 +84,14 @@ func TestRigFrozenNodeIsThawedAndRemoved(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(child, "freezer.state"), []byte("FROZEN"), 0); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(bound.Scaled(10 * time.Second))
-	for {
+	state := func() string {
 		b, _ := os.ReadFile(filepath.Join(child, "freezer.state"))
-		state := strings.TrimSpace(string(b))
-		if state == "FROZEN" {
-			break
-		}
-		if state == "FREEZING" {
-			// Asked again, the legacy freezer signals every task of the
-			// cgroup once more (kernel/cgroup/legacy_freezer.c
-			// freezer_apply_state, freeze_cgroup). Seen once in make
-			// test: FREEZING for all of 10 s beside the e2e lanes.
-			_ = os.WriteFile(filepath.Join(child, "freezer.state"), []byte("FROZEN"), 0)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the cgroup did not freeze: %s\n%s", b, taskReport(child))
-		}
-		time.Sleep(50 * time.Millisecond)
+		return strings.TrimSpace(string(b))
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, bound.Scaled(10*time.Second), true, func(context.Context) (bool, error) {
+		return state() == "FROZEN", nil
+	}); err != nil {
+		t.Fatalf("the cgroup did not freeze: %s\n%s", state(), taskReport(child))
 	}
 
 	removed, errs := p.removeContainers(ctx, name, map[string]bool{"k3d-" + name + "-agent-0": true})
