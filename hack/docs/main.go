@@ -19,7 +19,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -65,15 +64,13 @@ func generate(root string) (map[string][]byte, error) {
 // write replaces the generated pages under root with pages: a command
 // page that is no longer generated goes.
 func write(root string, pages map[string][]byte) error {
-	old, err := filepath.Glob(filepath.Join(root, commandsDir, "*.md"))
+	old, err := stale(root, pages)
 	if err != nil {
 		return err
 	}
 	for _, p := range old {
-		if rel, _ := filepath.Rel(root, p); pages[rel] == nil {
-			if err := os.Remove(p); err != nil {
-				return err
-			}
+		if err := os.Remove(p); err != nil {
+			return err
 		}
 	}
 	for rel, b := range pages {
@@ -86,6 +83,19 @@ func write(root string, pages map[string][]byte) error {
 		}
 	}
 	return nil
+}
+
+// stale lists the command pages under root that pages does not hold:
+// those of commands that are gone.
+func stale(root string, pages map[string][]byte) ([]string, error) {
+	committed, err := filepath.Glob(filepath.Join(root, commandsDir, "*.md"))
+	var out []string
+	for _, p := range committed {
+		if rel, _ := filepath.Rel(root, p); pages[rel] == nil {
+			out = append(out, p)
+		}
+	}
+	return out, err
 }
 
 // commandPages renders a page per command with cobra's generator, each
@@ -161,11 +171,6 @@ lane with every default filled in. An unknown field is an error naming its path.
 	}
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("config fields without a doc comment in %s: %s", dir, strings.Join(missing, ", "))
-	}
-	for path := range settings {
-		if !slices.ContainsFunc(config.Fields(), func(f config.Field) bool { return f.Path == path }) {
-			return nil, fmt.Errorf("setting --%s names field %q, which the file has not", settings[path].Flag, path)
-		}
 	}
 	return b.Bytes(), nil
 }
