@@ -315,7 +315,10 @@ func TestConformanceFlannel(t *testing.T) {
 		// flannel CNI plugin, run by containerd in the node, reads it there.
 		{src, "hostPath run", hostPath(ds, "run"), "/run/flannel", ""},
 		{src, "hostPath cni-plugin", hostPath(ds, "cni-plugin"), "/opt/cni/bin", ""},
-		{src, "hostPath cni", hostPath(ds, "cni"), "/etc/cni/net.d", ""},
+		{src, "hostPath cni", hostPath(ds, "cni"), "/etc/cni/flannel.d",
+			"upstream /etc/cni/net.d; there containerd would load the conflist and the node turn Ready before flanneld has written subnet.env, " +
+				"so the first pods on the pod network failed their sandbox and waited out kubelet's ~10 s retry on every up; Multus reads it here and " +
+				"writes the one config containerd loads once subnet.env exists (TestConformanceMultus)"},
 		{src, "hostPath xtables-lock", hostPath(ds, "xtables-lock"), "/run/xtables.lock", ""},
 		{src, "volume flannel-cfg", hostPath(ds, "flannel-cfg"), "configMap kube-flannel-cfg", ""},
 		{src, "tolerations", fmt.Sprint(ds.Spec.Template.Spec.Tolerations), "[{ Exists   <nil>}]",
@@ -364,9 +367,14 @@ func TestConformanceMultus(t *testing.T) {
 		{src, "tolerations (every NoSchedule and NoExecute taint)", fmt.Sprint(ds.Spec.Template.Spec.Tolerations), "[{ Exists  NoSchedule <nil>} { Exists  NoExecute <nil>}]", ""},
 		{src, "update strategy", string(ds.Spec.UpdateStrategy.Type), "RollingUpdate", ""},
 		{src, "hostPath types", hostPathTypes(ds),
-			"cni DirectoryOrCreate, cnibin DirectoryOrCreate, host-run Directory, host-var-lib-cni-multus DirectoryOrCreate, host-var-lib-kubelet Directory, host-run-k8s-cni-cncf-io DirectoryOrCreate, host-run-netns DirectoryOrCreate, hostroot Directory, multus-conf-dir DirectoryOrCreate",
+			"cni DirectoryOrCreate, cnibin DirectoryOrCreate, host-run Directory, host-var-lib-cni-multus DirectoryOrCreate, host-var-lib-kubelet Directory, host-run-k8s-cni-cncf-io DirectoryOrCreate, host-run-netns DirectoryOrCreate, hostroot Directory, multus-conf-dir DirectoryOrCreate, flannel-conf DirectoryOrCreate",
 			hostPathTypeWhy},
-		{src, "daemon config", fmt.Sprintf("%+v", dc), "{ChrootDir:/hostroot CNIVersion:0.3.1 LogLevel:verbose LogToStderr:true CNIConfigDir:/host/etc/cni/net.d MultusAutoconfigDir:/host/etc/cni/net.d MultusConfigFile:auto SocketDir:/host/run/multus/}", ""},
+		{src, "daemon config", fmt.Sprintf("%+v", dc), "{ChrootDir:/hostroot CNIVersion:0.3.1 LogLevel:verbose LogToStderr:true CNIConfigDir:/host/etc/cni/net.d MultusAutoconfigDir:/host/etc/cni/flannel.d MultusConfigFile:auto SocketDir:/host/run/multus/ ReadinessIndicatorFile:/host/run/flannel/subnet.env}",
+			"upstream autoconfigures from the CNI conf dir with no readiness indicator; the lane reads Flannel's conflist from a dir containerd does not load " +
+				"and writes 00-multus.conf, the one config it loads, only once flanneld has written subnet.env (cmd/multus-daemon/main.go@v4.3.0 waits up to 45 s " +
+				"for the indicator before its config manager starts), so a node is Ready only when a pod can get its default network"},
+		{src, "daemon mounts flannel-conf", mount(ds, daemon.Name, "flannel-conf"), "/host/etc/cni/flannel.d ro", "upstream has no such dir (see the daemon config)"},
+		{src, "hostPath flannel-conf", hostPath(ds, "flannel-conf"), "/etc/cni/flannel.d", "upstream has no such dir (see the daemon config)"},
 		{src, "hostNetwork, hostPID, grace", fmt.Sprint(ds.Spec.Template.Spec.HostNetwork, ds.Spec.Template.Spec.HostPID, *ds.Spec.Template.Spec.TerminationGracePeriodSeconds), "true true 10", ""},
 		{src, "daemon command", cmdline(daemon), "/usr/src/multus-cni/bin/multus-daemon", ""},
 		{src, "daemon privileged", privileged(daemon), "true", ""},
@@ -489,7 +497,13 @@ func TestConformanceCalico(t *testing.T) {
 	fwd, _, _ := unstructured.NestedString(inst.Object, "spec", "calicoNetwork", "containerIPForwarding")
 	cr := "projectcalico/calico manifests/custom-resources.yaml@" + CalicoVersion
 	op := "tigera/operator api/v1/installation_types.go@v1.42.3"
+	var dc multusDaemonConfig
+	if err := json.Unmarshal([]byte(v.configMap(multusConfigMap).Data["daemon-config.json"]), &dc); err != nil {
+		t.Fatal(err)
+	}
 	checkFacts(t, []fact{
+		{MultusUpstream, "Multus autoconfigures from the CNI conf dir, where the operator writes Calico's conflist; no readiness indicator, no flannel-conf",
+			fmt.Sprint(dc.MultusAutoconfigDir, " [", dc.ReadinessIndicatorFile, "] ", hostPath(v.ds(multusDaemonSet), "flannel-conf")), "/host/etc/cni/net.d [] no volume", ""},
 		{cr, "Installation name and group", inst.GetAPIVersion() + " " + inst.GetName(), "operator.tigera.io/v1 default", ""},
 		{cr, "IP pool", fmt.Sprint(pools), "[map[blockSize:26 cidr:192.168.0.0/16 encapsulation:VXLANCrossSubnet name:default-ipv4-ippool natOutgoing:Enabled nodeSelector:all()]]", ""},
 		{op, "containerIPForwarding (enum Enabled|Disabled)", fwd, "Enabled",

@@ -26,9 +26,20 @@ const (
 	// flannelHealthzPort serves /healthz and /readyz; flanneld's default
 	// (0) disables them (flannel-io/flannel main.go@v0.28.9).
 	flannelHealthzPort = 8081
-	// Multus (multusConfigFile "auto") wraps the alphabetically first other
-	// config in the conf dir as the default network: this one.
+	// Multus (multusConfigFile "auto") wraps the alphabetically first
+	// config in its autoconfig dir as the default network: this one.
 	flannelConflist = "10-flannel.conflist"
+	// flannelConfDir is the node dir flannel's conflist is written to:
+	// Multus's autoconfig dir, which containerd does not read. In the CNI
+	// conf dir it would turn the node Ready (containerd loads any config)
+	// before flanneld has written subnet.env, and the first pods on the
+	// pod network (CoreDNS, local-path) would fail their sandbox and wait
+	// out kubelet's ~10 s retry on every up. Multus writes its config into
+	// the CNI conf dir only once subnet.env exists (multusObjects).
+	flannelConfDir = "/etc/cni/flannel.d"
+	// flannelSubnetEnv is where flanneld writes the subnet it leased for
+	// the node (flannel-io/flannel main.go@v0.28.9, subnetFile).
+	flannelSubnetEnv = "/run/flannel/subnet.env"
 )
 
 // flannel's CNI conflist and net-conf, as typed values so the plan is
@@ -155,8 +166,9 @@ func flannelObjects(o Options) ([]runtime.Object, error) {
 						},
 						{
 							// install-conf writes a temp file beside the
-							// target and renames it, so containerd never
-							// loads a half-written conflist.
+							// target and renames it, so Multus never
+							// loads a half-written conflist. Upstream's
+							// container path; the volume is flannelConfDir.
 							Name:    "install-cni",
 							Image:   o.image(FlannelImage),
 							Command: []string{"/opt/bin/install-conf"},
@@ -215,7 +227,7 @@ func flannelObjects(o Options) ([]runtime.Object, error) {
 					Volumes: []corev1.Volume{
 						hostPathVolume("run", "/run/flannel", corev1.HostPathDirectoryOrCreate),
 						hostPathVolume("cni-plugin", o.CNIBinDir, corev1.HostPathDirectoryOrCreate),
-						hostPathVolume("cni", o.CNIConfDir, corev1.HostPathDirectoryOrCreate),
+						hostPathVolume("cni", flannelConfDir, corev1.HostPathDirectoryOrCreate),
 						configMapVolume("flannel-cfg", flannelConfigMap),
 						hostPathVolume("xtables-lock", "/run/xtables.lock", corev1.HostPathFileOrCreate),
 						hostPathVolume("k3s-bin", o.K3sBinDir, corev1.HostPathDirectory),

@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
+
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 )
 
 const (
@@ -19,6 +21,9 @@ const (
 	multusNamespace   = "kube-system"
 	multusHostCNIConf = "/host/etc/cni/net.d"
 	multusHostCNIBin  = "/host/opt/cni/bin"
+	// multusHostPrefix is where the daemon sees the node's paths it
+	// mounts one by one (/run, the CNI dirs).
+	multusHostPrefix = "/host"
 	// multusConfDir is where Multus looks for delegate configs named by
 	// a NetworkAttachmentDefinition without a spec.config.
 	multusConfDir = "/etc/cni/multus/net.d"
@@ -36,6 +41,11 @@ type multusDaemonConfig struct {
 	MultusAutoconfigDir string `json:"multusAutoconfigDir"`
 	MultusConfigFile    string `json:"multusConfigFile"`
 	SocketDir           string `json:"socketDir"`
+	// ReadinessIndicatorFile, when set, is waited for (up to 45 s, then
+	// the daemon exits and is restarted) before the daemon writes its
+	// config (k8snetworkplumbingwg/multus-cni cmd/multus-daemon/main.go and
+	// pkg/types/conf.go GetReadinessIndicatorFile@v4.3.0).
+	ReadinessIndicatorFile string `json:"readinessindicatorfile,omitempty"`
 }
 
 func multusObjects(o Options) ([]runtime.Object, error) {
@@ -43,7 +53,7 @@ func multusObjects(o Options) ([]runtime.Object, error) {
 	if err != nil {
 		return nil, fmt.Errorf("multus memory limit %q: %w", o.MultusMemoryLimit, err)
 	}
-	cfg, err := json.MarshalIndent(multusDaemonConfig{
+	dc := multusDaemonConfig{
 		ChrootDir:           "/hostroot",
 		CNIVersion:          "0.3.1",
 		LogLevel:            "verbose",
@@ -54,7 +64,21 @@ func multusObjects(o Options) ([]runtime.Object, error) {
 		// calico's) as the cluster default network.
 		MultusConfigFile: "auto",
 		SocketDir:        "/host/run/multus/",
-	}, "", "  ")
+	}
+	var confVols []corev1.Volume
+	var confMounts []corev1.VolumeMount
+	if o.CNI == config.CNIFlannel {
+		// Flannel's conflist is in a dir of its own, and Multus's config,
+		// the only one containerd loads, comes once flanneld has leased
+		// the node's subnet: a node turns Ready only when a pod can get
+		// its default network (flannelConfDir). Calico's operator writes
+		// its conflist into the CNI conf dir itself.
+		dc.MultusAutoconfigDir = multusHostPrefix + flannelConfDir
+		dc.ReadinessIndicatorFile = multusHostPrefix + flannelSubnetEnv
+		confVols = []corev1.Volume{hostPathVolume("flannel-conf", flannelConfDir, corev1.HostPathDirectoryOrCreate)}
+		confMounts = []corev1.VolumeMount{{Name: "flannel-conf", MountPath: multusHostPrefix + flannelConfDir, ReadOnly: true}}
+	}
+	cfg, err := json.MarshalIndent(dc, "", "  ")
 	if err != nil {
 		return nil, fmt.Errorf("encoding multus daemon config: %w", err)
 	}
@@ -128,7 +152,7 @@ func multusObjects(o Options) ([]runtime.Object, error) {
 						SecurityContext:          &corev1.SecurityContext{Privileged: ptr.To(true)},
 						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 						Env:                      []corev1.EnvVar{nodeNameEnv("MULTUS_NODE_NAME")},
-						VolumeMounts: []corev1.VolumeMount{
+						VolumeMounts: append([]corev1.VolumeMount{
 							{Name: "cni", MountPath: multusHostCNIConf},
 							// The daemon looks delegate plugins up in its
 							// own filesystem first, so the bin dir must sit
@@ -142,10 +166,10 @@ func multusObjects(o Options) ([]runtime.Object, error) {
 							{Name: "multus-daemon-config", MountPath: "/etc/cni/net.d/multus.d", ReadOnly: true},
 							{Name: "hostroot", MountPath: "/hostroot", MountPropagation: ptr.To(hostToContainer)},
 							{Name: "multus-conf-dir", MountPath: multusConfDir},
-						},
+						}, confMounts...),
 					}},
 					TerminationGracePeriodSeconds: ptr.To[int64](10),
-					Volumes: []corev1.Volume{
+					Volumes: append([]corev1.Volume{
 						hostPathVolume("cni", o.CNIConfDir, corev1.HostPathDirectoryOrCreate),
 						hostPathVolume("cnibin", o.CNIBinDir, corev1.HostPathDirectoryOrCreate),
 						// The socket dir: the shim, run by the node's
@@ -166,7 +190,7 @@ func multusObjects(o Options) ([]runtime.Object, error) {
 						configMapVolume("multus-daemon-config", multusConfigMap, corev1.KeyToPath{Key: "daemon-config.json", Path: "daemon-config.json"}),
 						hostPathVolume("hostroot", "/", corev1.HostPathDirectory),
 						hostPathVolume("multus-conf-dir", multusConfDir, corev1.HostPathDirectoryOrCreate),
-					},
+					}, confVols...),
 				},
 			},
 		},

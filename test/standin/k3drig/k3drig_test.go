@@ -155,9 +155,10 @@ func TestK3dCreatesStandinClusterAndDeletesIt(t *testing.T) {
 	}
 
 	// With --flannel-backend=none a node turns Ready only once a CNI config
-	// exists (kubelet: "cni config uninitialized"): deploy Flannel.
-	flannel := flannelObjects(ctx, t, mirror)
-	installFlannel(ctx, t, restCfg, flannel)
+	// exists (kubelet: "cni config uninitialized"): deploy Flannel behind
+	// Multus, whose config comes once flanneld has leased the node a subnet.
+	network := networkObjects(ctx, t, mirror)
+	installNetwork(ctx, t, restCfg, network)
 
 	var nodes []corev1.Node
 	deadline := time.Now().Add(bound.Scaled(nodesReadyTimeout))
@@ -210,11 +211,11 @@ func TestK3dCreatesStandinClusterAndDeletesIt(t *testing.T) {
 	})
 
 	t.Run("a pod runs on an agent", func(t *testing.T) {
-		// flanneld runs on every node, so has written
-		// /run/flannel/subnet.env everywhere.
+		// flanneld and the Multus daemon run on every node, so the
+		// default network is there for the pod.
 		wctx, cancel := context.WithTimeout(ctx, bound.Scaled(flannelRolloutTimeout))
 		defer cancel()
-		if err := cni.WaitDaemonSets(wctx, kc, flannel); err != nil {
+		if err := cni.WaitDaemonSets(wctx, kc, network); err != nil {
 			t.Fatal(err)
 		}
 		checkPodRuns(ctx, t, kc, "k3d-"+name+"-agent-1")
@@ -445,11 +446,13 @@ func readyNodes(all []corev1.Node) []corev1.Node {
 
 const (
 	// nodesReadyTimeout bounds the wait for every node to be Ready, which
-	// it is once Flannel's pod on it has pulled its images through the
-	// mirror and its init containers have written the conflist.
+	// it is once Flannel's and Multus's pods on it have pulled their images
+	// through the mirror, flanneld has leased the node's subnet and Multus
+	// has written its config.
 	nodesReadyTimeout = 2 * time.Minute
-	// flannelRolloutTimeout bounds the wait for flanneld to be ready on
-	// every node: its first subnet lease and the readiness probe after.
+	// flannelRolloutTimeout bounds the wait for flanneld and the Multus
+	// daemon to be ready on every node: the first subnet lease and the
+	// readiness probe after.
 	flannelRolloutTimeout = 2 * time.Minute
 )
 

@@ -33,39 +33,45 @@ func registriesConfig(t *testing.T, mirror string) string {
 	return reg
 }
 
-// flannelObjects are the objects a flannel lane's up applies for Flannel
-// (pkg/cni's "flannel" component, images through the mirror as with
-// imageRegistryMirror): its init containers copy k3s's CNI plugins and
-// flannel's into /opt/cni/bin and write its conflist into /etc/cni/net.d
-// (containerd's dirs under --flannel-backend=none), then flanneld v0.28.9
-// runs with --kube-subnet-mgr. flanneld reaches the API through the
+// networkObjects are the objects a flannel lane's up applies for its
+// default network: pkg/cni's "flannel" and "multus" components, images
+// through the mirror as with imageRegistryMirror. Flannel's init
+// containers copy k3s's CNI plugins and flannel's into /opt/cni/bin and
+// write its conflist for Multus, flanneld v0.28.9 runs with
+// --kube-subnet-mgr, and Multus writes the one config containerd loads
+// (/etc/cni/net.d/00-multus.conf under --flannel-backend=none) once
+// flanneld has written subnet.env. flanneld reaches the API through the
 // kubernetes Service, so this also needs kube-proxy on every node.
-func flannelObjects(ctx context.Context, t *testing.T, mirror string) []*unstructured.Unstructured {
+func networkObjects(ctx context.Context, t *testing.T, mirror string) []*unstructured.Unstructured {
 	t.Helper()
 	// The device plugin's component needs a PF name to be built; only
-	// Flannel's objects are applied.
+	// the default network's objects are applied.
 	cs, err := cni.Components(ctx, cni.Options{CNI: config.CNIFlannel, PFNames: []string{"eth0"}, ImageRegistryMirror: mirror})
 	if err != nil {
 		t.Fatalf("building the lane's components: %v", err)
 	}
+	var objs []*unstructured.Unstructured
 	for _, c := range cs {
-		if c.Name == "flannel" {
-			return c.Objects
+		if c.Name == "flannel" || c.Name == "multus" {
+			objs = append(objs, c.Objects...)
 		}
 	}
-	t.Fatalf("no flannel component among %d for CNI %s", len(cs), config.CNIFlannel)
-	return nil
+	if len(objs) == 0 {
+		t.Fatalf("no flannel or multus component among %d for CNI %s", len(cs), config.CNIFlannel)
+	}
+	return objs
 }
 
-// installFlannel applies Flannel's objects as up does (cni.Apply).
-func installFlannel(ctx context.Context, t *testing.T, restCfg *rest.Config, objs []*unstructured.Unstructured) {
+// installNetwork applies the default network's objects as up does
+// (cni.Apply).
+func installNetwork(ctx context.Context, t *testing.T, restCfg *rest.Config, objs []*unstructured.Unstructured) {
 	t.Helper()
 	kc, err := kube.ForConfig(restCfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := cni.Apply(ctx, kc, objs, log.NewPrinter(t.Output(), true)); err != nil {
-		t.Fatalf("applying flannel: %v", err)
+		t.Fatalf("applying the default network: %v", err)
 	}
 }
 
