@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -226,11 +227,26 @@ func (r *runner) netnsSteps(ctx context.Context) error {
 			r.add(Step{Name: name + ": take its name", Op: "link-add", Args: []string{"veth named like " + lab}, Result: result(err),
 				State: map[string]string{"net.home": r.links(r.h, lab, "clash")}})
 		}
+		// A canary veth with its other end in the netns about to die: the
+		// kernel deletes it in the cleanup that moves the netns's physical
+		// devices home, after the moves (net/core/dev.c
+		// default_device_exit_batch: default_device_exit_net first, then
+		// dellink of the devices with rtnl_link_ops; on 6.1 and 6.12
+		// alike). Its end here vanishing ends the wait: by then a PF is
+		// home or will never be (a veth stand-in is deleted with it).
+		canary := fmt.Sprintf("canary%d", i)
+		cerr := r.h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: canary}, PeerName: "canarypeer", PeerNamespace: netlink.NsFd(u.fd)})
+		cleaned := func() bool {
+			_, err := r.h.LinkByName(canary)
+			return cerr == nil && errors.As(err, &netlink.LinkNotFoundError{})
+		}
 		u.die()
-		// Wait for the PF to come home (or for the bound).
+		// Wait for the PF to come home, or for the netns's cleanup to end
+		// without it (or for the bound).
 		deadline := time.Now().Add(returnBound)
 		back := "gone"
 		for time.Now().Before(deadline) && ctx.Err() == nil {
+			done := cleaned()
 			if l, err := r.h.LinkByIndex(ifindex); err == nil && ifindex != 0 {
 				back = "home"
 				if l.Attrs().Name != pfi.Name {
@@ -241,7 +257,13 @@ func (r *runner) netnsSteps(ctx context.Context) error {
 				}
 				break
 			}
+			if done {
+				break
+			}
 			time.Sleep(100 * time.Millisecond)
+		}
+		if c, err := r.h.LinkByName(canary); err == nil {
+			_ = r.h.LinkDel(c)
 		}
 		r.add(Step{Name: name + ": its last task exits", Op: "thread-exit", Args: []string{"unpinned netns"}, Result: back,
 			State: map[string]string{"net.home": r.links(r.h, lab, "clash")}})
