@@ -7,6 +7,7 @@ import (
 
 	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/provider"
+	"github.com/sriov-lane/sriov-lane/test/bound"
 )
 
 // A lane whose nodes cannot pull an image, tried as a
@@ -19,9 +20,10 @@ func TestUpWithoutMirrorSaysNodesCannotPull(t *testing.T) {
 	t.Parallel() // own rig, lane name and API port (see TestMain)
 	requireRig(t)
 	// One agent: the nodes' pulls are the point. The timeout bounds the
-	// cluster's create too, which took 1m44s in a loaded CI run (a 90 s
-	// timeout failed there, in k3d's copy of /etc/hosts).
-	const timeout = 150 * time.Second
+	// cluster's create too (10 s alone, 30 s in make test's cluster tier);
+	// the first pull fails seconds into the wait. It is the lane's whole
+	// life here, so it is the test's length.
+	timeout := bound.Scaled(45 * time.Second)
 	_, r, l := rigLane(t, 1, func(c *config.Lane) {
 		c.Agents = 1
 		c.ImageRegistryMirror = ""
