@@ -51,6 +51,16 @@ func rigDocker(t *testing.T) (*Provider, *client.Client) {
 	return NewWithClient(cli), cli
 }
 
+// dockerOnly is rigDocker for a test that reaches Docker alone, never the
+// k3d library: it sets no environment (the k3d tools image, TMPDIR for
+// k3d's hosts files), so the test can run in parallel, and does.
+func dockerOnly(t *testing.T) (*Provider, *client.Client) {
+	t.Helper()
+	testutil.RequireRoot(t)
+	cli := testutil.RequireDockerClient(t)
+	return NewWithClient(cli), cli
+}
+
 // testLane is a lane named and given its API port by slot, on stand-in
 // images, whose state (machine-ids) and VFIO dir live in the test's temp
 // dir. vfio is a plain file standing for the VFIO container device, so
@@ -542,7 +552,8 @@ func TestRigRegistryAndLoad(t *testing.T) {
 }
 
 func TestRigUndoersGoneIsSuccess(t *testing.T) {
-	p, _ := rigDocker(t)
+	t.Parallel() // Docker alone, and mostly a wait on interruptedCreateBound
+	p, _ := dockerOnly(t)
 	j, err := journal.Open(filepath.Join(t.TempDir(), "journal.jsonl"))
 	if err != nil {
 		t.Fatal(err)
@@ -616,7 +627,9 @@ func TestRigDeleteSparesForeignRegistryName(t *testing.T) {
 // waits that out, removes a node of the lane that holds it, and reports a
 // volume held for good by anything else.
 func TestRigDeleteWaitsForAVolumeBeingReleased(t *testing.T) {
-	p, cli := rig(t)
+	t.Parallel() // Docker alone
+	p, cli := dockerOnly(t)
+	testutil.RequireImage(t, cli, testutil.StandinToolsImage)
 	slot := testutil.TakeSlot(t)
 	name := slot.Lane(0)
 	ctx := context.Background()
@@ -748,7 +761,8 @@ func TestRigDeleteRemovesTwoNetworksOfOneName(t *testing.T) {
 // to make it within the product's bound (over 3 s beside make test's
 // lanes, seen here).
 func TestRigUndoInterruptedCreateRemovesLateNetwork(t *testing.T) {
-	_, cli := rigDocker(t)
+	t.Parallel() // Docker alone, and mostly a wait on interruptedCreateBound
+	_, cli := dockerOnly(t)
 	// The undo's client tells when Docker has answered its list of
 	// networks: a network made after that is one the undo could not see.
 	p, looked := answered(t, cli, http.MethodGet, "/networks")
