@@ -35,31 +35,36 @@ func requireRig(t *testing.T) {
 	testutil.RequireRigImageMirror(t)
 }
 
-func TestUpStatusDown(t *testing.T) {
-	t.Parallel() // own rig, lane names and API port (see TestMain)
-	requireRig(t)
-	_, r, l := rigLane(t, 2, nil)
-
-	// A kubeconfig asked for outside the state dir replaces an existing file
-	// for the lane's life and is given back by down.
-	userKubeconfig := filepath.Join(r.Dir, "user-kubeconfig")
-	if err := os.WriteFile(userKubeconfig, []byte("# the user's own\n"), 0o600); err != nil {
+// userKubeconfig is a kubeconfig file of the user's, for an up asked to
+// write the lane's kubeconfig there (--kubeconfig, outside the state dir):
+// up replaces it for the lane's life and down gives it back
+// (checkDownWithHeldVF).
+func userKubeconfig(t *testing.T, r *rig.Rig) string {
+	t.Helper()
+	path := filepath.Join(r.Dir, "user-kubeconfig")
+	if err := os.WriteFile(path, []byte(userKubeconfigText), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	res := l.upRetained(t, nil, "--kubeconfig", userKubeconfig)
-	if res.code != 0 {
-		t.Fatalf("up failed")
-	}
+	return path
+}
+
+const userKubeconfigText = "# the user's own\n"
+
+// checkUpStatus checks a default 2-agent vfio-pci lane that up just
+// brought up with --kubeconfig kubeconfig: up's progress lines, the
+// kubeconfig's mode, allocatable and labels read through it, and status.
+func checkUpStatus(t *testing.T, r *rig.Rig, l *lane, upOutput, kubeconfig string) {
+	t.Helper()
 	for _, step := range []string{"lease PFs", "create cluster", "move PFs into agents", "wait for VFs"} {
-		if !strings.Contains(res.output, "✓ "+step+" (") {
+		if !strings.Contains(upOutput, "✓ "+step+" (") {
 			t.Errorf("no progress line with duration for %q", step)
 		}
 	}
-	// allocatable 6 on both agents, read through the lane's kubeconfig.
-	if fi, err := os.Stat(userKubeconfig); err != nil || fi.Mode().Perm() != 0o600 {
-		t.Errorf("kubeconfig %s: %v, mode %v; want 0600", userKubeconfig, err, fi.Mode())
+	if fi, err := os.Stat(kubeconfig); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("kubeconfig %s: %v, mode %v; want 0600", kubeconfig, err, fi.Mode())
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", userKubeconfig)
+	// allocatable 6 on both agents, read through the lane's kubeconfig.
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,15 +115,20 @@ func TestUpStatusDown(t *testing.T) {
 	if _, err := netlink.LinkByName(r.State.PFs[0].Name); err == nil {
 		t.Errorf("%s still in the host netns while the lane is up", r.State.PFs[0].Name)
 	}
+}
 
-	// A VF's VFIO group held open inside an agent, as by QEMU of a running
-	// KubeVirt VM: on a real host the kernel blocks the VF's unbind until
-	// that process lets go. down stops the agents first (their netns are
-	// pinned, so the PFs stay reachable), then undoes the VFs, and finishes
-	// in bounded time with everything back.
+// checkDownWithHeldVF takes a vfio-pci lane down while a VF's VFIO group
+// is held open inside an agent, as by QEMU of a running KubeVirt VM: on a
+// real host the kernel blocks the VF's unbind until that process lets go.
+// down stops the agents first (their netns are pinned, so the PFs stay
+// reachable), then undoes the VFs, and finishes in bounded time with
+// everything back, the user's kubeconfig too. A second down has nothing
+// to do.
+func checkDownWithHeldVF(t *testing.T, r *rig.Rig, l *lane, kubeconfig string) {
+	t.Helper()
 	holdVF(t, r, l)
 	start := time.Now()
-	res = l.down(t)
+	res := l.down(t)
 	if res.code != 0 {
 		t.Fatalf("down with a held VF failed")
 	}
@@ -129,10 +139,9 @@ func TestUpStatusDown(t *testing.T) {
 		t.Errorf("down did not stop the agents before the VFs:\n%s", res.output)
 	}
 	assertLaneGone(t, r, l, r.State.PFs)
-	if b, _ := os.ReadFile(userKubeconfig); string(b) != "# the user's own\n" {
+	if b, _ := os.ReadFile(kubeconfig); string(b) != userKubeconfigText {
 		t.Errorf("down did not give the user's kubeconfig back: %q", b)
 	}
-	// down again: nothing to do, exit 0.
 	if res := l.down(t); res.code != 0 || !strings.Contains(res.output, "nothing to do") {
 		t.Errorf("second down: exit %d", res.code)
 	}

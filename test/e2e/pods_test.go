@@ -31,12 +31,15 @@ import (
 // the rig costs far more than any check, and make test's length is the
 // number of ups. A check that fails stops its lane's chain.
 //
-// vfio-pci, up with network-resources-injector: every component pod is
-// Running and Ready when up returns, pods off the host network get
-// addresses from the cluster CIDR and reach each other across agents
-// through Flannel's VXLAN, verify gets a VF into a pod, reset removes what a
-// job (and the checks before it) made, and the injector adds the VF
-// resource to a pod that names a network of it.
+// vfio-pci, up with network-resources-injector and --kubeconfig over a file
+// of the user's: up's progress, allocatable and status read through that
+// kubeconfig, every component pod is Running and Ready when up returns,
+// pods off the host network get addresses from the cluster CIDR and reach
+// each other across agents through Flannel's VXLAN, verify gets a VF into
+// a pod, reset removes what a job (and the checks before it) made, the
+// injector adds the VF resource to a pod that names a network of it, and
+// down, with a VF held as by a running VM, brings everything back, the
+// user's file too.
 //
 // netdevice, on a rig standing in for an Intel 82576 (QEMU's igb), whose
 // VFs the kernel binds to igbvf, a driver the device plugin's old fixed
@@ -57,20 +60,24 @@ func TestPodsOnTheRig(t *testing.T) {
 			// run's bound (testutil.CommandBound) kills it.
 			c.WaitTimeout.Duration = testutil.CommandBound / 2
 		})
-		res := l.upRetained(t, []string{"SRIOV_LANE_NETWORK_RESOURCES_INJECTOR=true"})
+		// The lane's kubeconfig goes where the user asks, over a file of
+		// theirs that down gives back.
+		kubeconfig := userKubeconfig(t, r)
+		res := l.upRetained(t, []string{"SRIOV_LANE_NETWORK_RESOURCES_INJECTOR=true"}, "--kubeconfig", kubeconfig)
 		if res.code != 0 {
 			t.Fatal("up failed")
 		}
 		if !strings.Contains(res.output, "✓ record baseline (") {
 			t.Errorf("up recorded no baseline:\n%s", res.output)
 		}
-		cfg := restConfig(t, l.cfg.KubeconfigPath())
+		cfg := restConfig(t, kubeconfig)
 		cs := kubernetes.NewForConfigOrDie(cfg)
 		afterUp := laneObjects(t, cs)
 		checks := []struct {
 			name string
 			fn   func(t *testing.T)
 		}{
+			{"status", func(t *testing.T) { checkUpStatus(t, r, l, res.output, kubeconfig) }},
 			{"component_pods_ready", func(t *testing.T) { assertComponentPodsReady(t, t.Context(), cs) }},
 			{"pod_to_pod_across_agents", func(t *testing.T) {
 				ctx, cancel := context.WithTimeout(t.Context(), bound.Scaled(4*time.Minute))
@@ -91,10 +98,7 @@ func TestPodsOnTheRig(t *testing.T) {
 				break
 			}
 		}
-		if res := l.down(t); res.code != 0 {
-			t.Fatal("down failed")
-		}
-		assertLaneGone(t, r, l, r.State.PFs)
+		checkDownWithHeldVF(t, r, l, kubeconfig)
 	})
 	t.Run("netdevice", func(t *testing.T) {
 		t.Parallel()
