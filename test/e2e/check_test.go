@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sriov-lane/sriov-lane/test/docexample"
 )
 
 type checkLine struct {
@@ -46,6 +48,16 @@ func TestCheckOnTheRig(t *testing.T) {
 	for _, name := range []string{"root", "docker", "sysfs", "vfio-device", "vfio-pci-driver", "iommu", "api-port", "k3s-image"} {
 		if m[name].Status != "pass" {
 			t.Errorf("%s: %+v", name, m[name])
+		}
+	}
+	// The README's check, as people read it: a line per check.
+	res := l.example(t, docexample.Lookup(t, "bin/sriov-lane check"))
+	if res.code != 0 {
+		t.Errorf("check on the rig exits %d:\n%s", res.code, res.output)
+	}
+	for _, pf := range r.State.PFs {
+		if !strings.Contains(res.output, "pf "+pf.Name) {
+			t.Errorf("check does not name stand-in PF %s:\n%s", pf.Name, res.output)
 		}
 	}
 	// Needing more PFs than the rig has fails, with counts and a hint.

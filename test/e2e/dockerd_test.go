@@ -16,8 +16,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/test/bound"
+	"github.com/sriov-lane/sriov-lane/test/docexample"
 	"github.com/sriov-lane/sriov-lane/test/testutil"
 )
 
@@ -48,16 +48,24 @@ func TestDockerdRestartedLanesRepaired(t *testing.T) {
 	t.Parallel() // alone on Docker only for the restart (see above)
 	requireRig(t)
 	var lanes [2]*lane
-	for i, onTmpfs := range []bool{true, false} {
-		_, r, l := rigLane(t, 2, func(c *config.Lane) { c.Server.DatastoreOnTmpfs = &onTmpfs })
+	for i := range lanes {
+		_, r, l := rigLane(t, 2, nil)
 		lanes[i] = l
 		t.Cleanup(func() { assertLaneGone(t, r, l, r.State.PFs) })
 	}
 	t.Run("up", func(t *testing.T) {
-		for _, l := range lanes {
+		for i, l := range lanes {
 			t.Run(l.cfg.Name, func(t *testing.T) {
 				t.Parallel()
-				l.up(t)
+				if i == 0 {
+					l.up(t) // the datastore on a tmpfs, the default
+					return
+				}
+				// The datastore on disk, as the docs' example asks.
+				e := docexample.Lookup(t, "sriov-lane up --topology-manager-policy best-effort --datastore-on-tmpfs=false")
+				if res := l.example(t, e, "--retain"); res.code != 0 {
+					t.Fatal("up failed")
+				}
 			})
 		}
 	})

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -29,6 +30,7 @@ import (
 	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/statedir"
 	"github.com/sriov-lane/sriov-lane/test/bound"
+	"github.com/sriov-lane/sriov-lane/test/docexample"
 	"github.com/sriov-lane/sriov-lane/test/rig"
 	"github.com/sriov-lane/sriov-lane/test/testutil"
 )
@@ -220,6 +222,24 @@ func (l *lane) up(t *testing.T) {
 func (l *lane) upRetained(t *testing.T, extraEnv []string, args ...string) result {
 	t.Helper()
 	return run(t, extraEnv, append([]string{"up", "--config", l.path, "--retain"}, args...)...)
+}
+
+// example runs the user docs' example e (docexample.Lookup) on the lane as
+// the rig must: its sriov-lane words, the lane's name where the example
+// names one (--name), then the lane's config and extra; its environment
+// goes before the run's.
+func (l *lane) example(t *testing.T, e docexample.Example, extra ...string) result {
+	t.Helper()
+	if len(e.Args) == 0 || filepath.Base(e.Args[0]) != "sriov-lane" {
+		t.Fatalf("%s: not a sriov-lane command", e)
+	}
+	args := slices.Clone(e.Args[1:])
+	for i := range args {
+		if args[i] == "--name" && i+1 < len(args) {
+			args[i+1] = l.cfg.Name
+		}
+	}
+	return run(t, e.Env, append(append(args, "--config", l.path), extra...)...)
 }
 
 // down takes the lane down, after exporting its logs if the test failed.

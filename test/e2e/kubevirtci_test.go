@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sriov-lane/sriov-lane/test/docexample"
 	"github.com/sriov-lane/sriov-lane/test/kubevirtci"
 	"github.com/sriov-lane/sriov-lane/test/testutil"
 )
@@ -47,11 +48,28 @@ func TestKubevirtciDropIn(t *testing.T) {
 	writeLane(t, l)
 	artifacts := filepath.Join(r.Dir, "artifacts")
 
-	tr := kubevirtci.NewTree(t, "k3d-sriov")
-	env := func(extra ...string) []string {
-		return tr.Env(append([]string{"SRIOV_LANE=" + binary, "SRIOV_LANE_CONFIG=" + l.path, "KUBEVIRT_NUM_NODES=3", "ARTIFACTS=" + artifacts}, extra...)...)
+	// The kubevirtci page's commands, run as written: its provider and
+	// node count; its lane.yaml is the rig's.
+	exported := docexample.Lookup(t, "export KUBEVIRT_PROVIDER=k3d-sriov KUBEVIRT_NUM_NODES=3 SRIOV_LANE_CONFIG=$PWD/lane.yaml")
+	vars := map[string]string{}
+	for _, kv := range exported.Args[1:] {
+		k, v, _ := strings.Cut(kv, "=")
+		vars[k] = v
 	}
-	res := tr.Run(t, env(), "up.sh")
+	tr := kubevirtci.NewTree(t, vars["KUBEVIRT_PROVIDER"])
+	env := func(extra ...string) []string {
+		return tr.Env(append([]string{"SRIOV_LANE=" + binary, "SRIOV_LANE_CONFIG=" + l.path, "KUBEVIRT_NUM_NODES=" + vars["KUBEVIRT_NUM_NODES"], "ARTIFACTS=" + artifacts}, extra...)...)
+	}
+	script := func(e docexample.Example) (string, []string) {
+		t.Helper()
+		dir, name := filepath.Split(e.Args[0])
+		if dir != "cluster-up/" || len(e.Env) > 0 {
+			t.Fatalf("%s: not a cluster-up script", e)
+		}
+		return name, e.Args[1:]
+	}
+	up, upArgs := script(docexample.Lookup(t, "cluster-up/up.sh"))
+	res := tr.Run(t, env(), up, upArgs...)
 	if res.Code != 0 {
 		t.Fatalf("up.sh: exit %d", res.Code)
 	}
@@ -104,9 +122,10 @@ func TestKubevirtciDropIn(t *testing.T) {
 	// kubectl (the stand-in links k8s.io/kubectl in, as k3s does), with the
 	// lane's kubeconfig: it lists the lane's nodes, and a command only a
 	// whole kubectl knows (apply) works too.
-	res = tr.Run(t, env(), "kubectl.sh", "get", "nodes", "-o", "name")
+	kubectl, kubectlArgs := script(docexample.Lookup(t, "cluster-up/kubectl.sh get nodes"))
+	res = tr.Run(t, env(), kubectl, kubectlArgs...)
 	for _, n := range []string{server0, agent0, agent1} {
-		if res.Code != 0 || !strings.Contains(res.Stdout, "node/"+n) {
+		if res.Code != 0 || !strings.Contains(res.Stdout, n+" ") {
 			t.Errorf("kubectl.sh get nodes: exit %d, %s not listed\n%s", res.Code, n, res.Stderr)
 		}
 	}
@@ -134,7 +153,8 @@ func TestKubevirtciDropIn(t *testing.T) {
 		}
 	}
 	// ...a command line for the node's shell, as with ssh: the agents hold the PFs.
-	res = tr.Run(t, env(), "ssh.sh", "node02", "ls /sys/class/net | grep "+r.State.Prefix)
+	ssh, sshArgs := script(docexample.Lookup(t, "cluster-up/ssh.sh node02 'ls /sys/class/net'"))
+	res = tr.Run(t, env(), ssh, sshArgs...)
 	if res.Code != 0 || !strings.Contains(res.Stdout, r.State.Prefix) {
 		t.Errorf("ssh.sh node02: exit %d, no %s PF in agent-0: %q", res.Code, r.State.Prefix, res.Stdout)
 	}
@@ -157,7 +177,8 @@ func TestKubevirtciDropIn(t *testing.T) {
 		}
 	}
 
-	if res := tr.Run(t, env(), "down.sh"); res.Code != 0 {
+	down, downArgs := script(docexample.Lookup(t, "cluster-up/down.sh"))
+	if res := tr.Run(t, env(), down, downArgs...); res.Code != 0 {
 		t.Errorf("down.sh: exit %d", res.Code)
 	}
 	if preDownEnv, err := os.ReadFile(preDownOut); err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/sriov-lane/sriov-lane/pkg/cni"
 	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/test/bound"
+	"github.com/sriov-lane/sriov-lane/test/docexample"
 	"github.com/sriov-lane/sriov-lane/test/rig"
 	"github.com/sriov-lane/sriov-lane/test/rig/sysfs"
 	"github.com/sriov-lane/sriov-lane/test/testutil"
@@ -63,7 +64,7 @@ func TestPodsOnTheRig(t *testing.T) {
 		// The lane's kubeconfig goes where the user asks, over a file of
 		// theirs that down gives back.
 		kubeconfig := userKubeconfig(t, r)
-		res := l.upRetained(t, []string{"SRIOV_LANE_NETWORK_RESOURCES_INJECTOR=true"}, "--kubeconfig", kubeconfig)
+		res := l.example(t, docexample.Lookup(t, "SRIOV_LANE_NETWORK_RESOURCES_INJECTOR=true sriov-lane up"), "--retain", "--kubeconfig", kubeconfig)
 		if res.code != 0 {
 			t.Fatal("up failed")
 		}

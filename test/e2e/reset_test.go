@@ -18,6 +18,7 @@ import (
 
 	"github.com/sriov-lane/sriov-lane/pkg/cni"
 	"github.com/sriov-lane/sriov-lane/test/bound"
+	"github.com/sriov-lane/sriov-lane/test/docexample"
 )
 
 // checkReset does what a CI job does to a lane (a namespace with a running
@@ -63,7 +64,7 @@ func checkReset(t *testing.T, l *lane, cs kubernetes.Interface, before map[strin
 	}
 
 	start := time.Now()
-	res := run(t, nil, "reset", "--config", l.path, "-v")
+	res := l.example(t, docexample.Lookup(t, "sriov-lane reset --name sriov -v"))
 	if res.code != 0 {
 		t.Fatal("reset failed")
 	}

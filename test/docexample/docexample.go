@@ -1,0 +1,251 @@
+package docexample
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// UserDocs are the pages written for users, by path from the repository's
+// root; hack/docs's TestDocExamples fails on a page of docs/ that is in
+// neither this list nor its list of contributors' pages.
+var UserDocs = []string{
+	"README.md",
+	"docs/README.md",
+	"docs/lane.md",
+	"docs/commands.md",
+	"docs/configuration.md",
+	"docs/kubevirtci.md",
+	"docs/emulated-igb.md",
+	"docs/troubleshooting.md",
+}
+
+// HostMark, in an example's comment, says that only an SR-IOV host (or a
+// host that can run one, as KVM) runs it: no test on the rig does.
+const HostMark = "SR-IOV host"
+
+// Example is one command of a user page's shell code block.
+type Example struct {
+	File    string // by path from the repository's root
+	Line    int
+	Command string   // as written, without its comment; continued lines joined
+	Comment string   // after the command's '#', after the block's comment lines above it
+	Env     []string // its leading NAME=value words
+	Args    []string // the words after them, the command first, as sh splits them
+}
+
+func (e Example) String() string { return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Command) }
+
+// shellLangs are the info strings of a fenced block whose lines are
+// commands; a block without one counts too.
+var shellLangs = map[string]bool{"": true, "sh": true, "bash": true, "shell": true, "console": true}
+
+// Read returns every example of the user pages under root, in page order.
+func Read(root string) ([]Example, error) {
+	var out []Example
+	for _, page := range UserDocs {
+		ex, err := readPage(root, page)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ex...)
+	}
+	return out, nil
+}
+
+func readPage(root, page string) ([]Example, error) {
+	f, err := os.Open(filepath.Join(root, page))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []Example
+	var fence string // the open block's fence; "" outside a block
+	shell := false
+	var pending *Example // a command continued with a trailing backslash
+	var lead []string    // the block's comment lines so far: they say what follows
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Text()
+		trimmed := strings.TrimSpace(line)
+		if fence == "" {
+			if strings.HasPrefix(trimmed, "```") {
+				fence = "```"
+				shell = shellLangs[strings.TrimSpace(strings.TrimPrefix(trimmed, "```"))]
+			}
+			continue
+		}
+		if trimmed == fence {
+			fence, lead = "", nil
+			continue
+		}
+		if !shell {
+			continue
+		}
+		cmd, comment := cutComment(trimmed)
+		cmd = strings.TrimPrefix(cmd, "$ ")
+		if pending != nil {
+			pending.Command += " " + strings.TrimSuffix(cmd, "\\")
+			pending.Comment = joinComments(pending.Comment, comment)
+			if !strings.HasSuffix(cmd, "\\") {
+				out = append(out, finish(*pending))
+				pending = nil
+			}
+			continue
+		}
+		if cmd == "" {
+			if comment != "" {
+				lead = append(lead, comment)
+			}
+			continue
+		}
+		e := Example{File: page, Line: n, Command: strings.TrimSpace(strings.TrimSuffix(cmd, "\\")), Comment: joinComments(append(slices.Clone(lead), comment)...)}
+		if strings.HasSuffix(cmd, "\\") {
+			pending = &e
+			continue
+		}
+		out = append(out, finish(e))
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", page, err)
+	}
+	if fence != "" || pending != nil {
+		return nil, fmt.Errorf("%s: a code block or a continued command is not closed", page)
+	}
+	return out, nil
+}
+
+// joinComments joins the comments that are not empty.
+func joinComments(cs ...string) string {
+	return strings.Join(slices.DeleteFunc(cs, func(c string) bool { return c == "" }), " ")
+}
+
+// finish splits e's command into its environment and its words.
+func finish(e Example) Example {
+	e.Command = strings.Join(strings.Fields(e.Command), " ")
+	words := Split(e.Command)
+	for len(words) > 0 && isAssignment(words[0]) {
+		e.Env = append(e.Env, words[0])
+		words = words[1:]
+	}
+	e.Args = words
+	return e
+}
+
+func isAssignment(w string) bool {
+	name, _, ok := strings.Cut(w, "=")
+	if !ok || name == "" {
+		return false
+	}
+	for i, r := range name {
+		if r != '_' && (r < 'A' || r > 'Z') && (r < 'a' || r > 'z') && (i == 0 || r < '0' || r > '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// cutComment splits a line at its first '#' that starts a word outside
+// quotes, as sh does.
+func cutComment(line string) (cmd, comment string) {
+	var quote rune
+	for i, r := range line {
+		switch {
+		case quote != 0:
+			if r == quote {
+				quote = 0
+			}
+		case r == '\'' || r == '"':
+			quote = r
+		case r == '#' && (i == 0 || line[i-1] == ' ' || line[i-1] == '\t'):
+			return strings.TrimSpace(line[:i]), strings.TrimSpace(line[i+1:])
+		}
+	}
+	return strings.TrimSpace(line), ""
+}
+
+// Split splits a command into words as sh does for the docs' examples:
+// blanks separate words, and single and double quotes group them (no
+// expansion; $VAR stays as written).
+func Split(cmd string) []string {
+	var words []string
+	var w strings.Builder
+	inWord := false
+	var quote rune
+	for _, r := range cmd {
+		switch {
+		case quote != 0:
+			if r == quote {
+				quote = 0
+			} else {
+				w.WriteRune(r)
+			}
+		case r == '\'' || r == '"':
+			quote, inWord = r, true
+		case r == ' ' || r == '\t':
+			if inWord {
+				words = append(words, w.String())
+				w.Reset()
+				inWord = false
+			}
+		default:
+			w.WriteRune(r)
+			inWord = true
+		}
+	}
+	if inWord {
+		words = append(words, w.String())
+	}
+	return words
+}
+
+// Root is the repository's root: the nearest directory up from the working
+// directory that holds go.mod and docs/.
+func Root() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			if _, err := os.Stat(filepath.Join(dir, "docs")); err == nil {
+				return dir, nil
+			}
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no repository root (go.mod and docs/) above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// Lookup returns the user pages' one example whose command is command, for
+// the test that runs it; it fails t when there is none or more than one
+// (hack/docs's TestDocExamples finds the tests that run an example by
+// their Lookup calls, so command must be a string literal).
+func Lookup(t testing.TB, command string) Example {
+	t.Helper()
+	root, err := Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := Read(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found []Example
+	for _, e := range all {
+		if e.Command == command {
+			found = append(found, e)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("the user docs have %d examples %q, want 1 (this test runs it: change the test with the docs)", len(found), command)
+	}
+	return found[0]
+}
