@@ -24,8 +24,8 @@ var UserDocs = []string{
 	"docs/troubleshooting.md",
 }
 
-// HostMark, in an example's comment, says that only an SR-IOV host (or a
-// host that can run one, as KVM) runs it: no test on the rig does.
+// HostMark is what an example's comment says when only an SR-IOV host (or
+// a host that can make one, with KVM) runs it: no test on the rig does.
 const HostMark = "SR-IOV host"
 
 // Example is one command of a user page's shell code block.
