@@ -9,8 +9,10 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -340,22 +342,38 @@ func TestInjectorApplyOnAPIServer(t *testing.T) {
 		t.Errorf("pod mutated without an injector: %v", pod.Spec.Containers[0].Resources)
 	}
 	// up's wait for the injector tells such an API server from one that
-	// reaches the injector: it times out, saying what it saw. Its own
+	// reaches the injector: it gives up, saying what it saw. Its own
 	// clients, as up's are: the dry-run polls above have spent this
 	// clientset's rate limiter, whose wait then outlasted the deadline
 	// before a probe was sent ("would exceed context deadline", seen in
-	// make test). Ten seconds: one probe is one webhook call, which takes
-	// a while on a loaded host.
-	fresh, err := kubernetes.NewForConfig(cfg)
+	// make test). The wait ends when the wait has seen one probe's answer,
+	// that is when it sends a second probe, not at its bound: ten seconds,
+	// for one webhook call on a loaded host.
+	wctx, cancel := context.WithTimeout(t.Context(), bound.Scaled(10*time.Second))
+	defer cancel()
+	probing := rest.CopyConfig(cfg)
+	var probes atomic.Int32
+	probing.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(r *http.Request) (*http.Response, error) {
+			if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/pods") && probes.Add(1) == 2 {
+				cancel()
+			}
+			return rt.RoundTrip(r)
+		})
+	})
+	fresh, err := kubernetes.NewForConfig(probing)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wctx, cancel := context.WithTimeout(t.Context(), bound.Scaled(10*time.Second))
-	defer cancel()
 	if err := WaitInjectorServing(wctx, fresh, objs); err == nil || !strings.Contains(err.Error(), "admitted unchanged") || !strings.Contains(err.Error(), InjectorService) {
 		t.Errorf("WaitInjectorServing with no injector: %v", err)
 	}
 }
+
+// roundTripper is an http.RoundTripper of a func.
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // WaitInjectorServing returns once a dry-run pod naming a missing network
 // is refused by the injector's webhook, and not while pods are admitted
