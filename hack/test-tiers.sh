@@ -120,8 +120,22 @@ run_tier() {
 	case ${tier} in
 	unit)
 		mapfile -t pkgs < <(unit_pkgs)
+		# The stand-in modules' go tests run beside the product's: all four
+		# are mostly compiles and links, and together they take 20 s warm
+		# where one after another took 30. Their output is held and printed
+		# after, each whole.
+		local outs=() pids=() i
+		for m in "${UNIT_MODULES[@]}"; do
+			outs+=("$(mktemp)")
+			gotest "unit-${m##*/}" "${m}" 10m -p "${CORES}" ./... >"${outs[-1]}" 2>&1 &
+			pids+=($!)
+		done
 		gotest unit . 10m -p "${CORES}" "${pkgs[@]}" || rc=1
-		for m in "${UNIT_MODULES[@]}"; do gotest "unit-${m##*/}" "${m}" 10m -p "${CORES}" ./... || rc=1; done
+		for i in "${!pids[@]}"; do
+			wait "${pids[i]}" || rc=1
+			cat "${outs[i]}"
+			rm -f "${outs[i]}"
+		done
 		;;
 	apiserver)
 		# Two control planes a core: past its start, a test's kube-apiserver
