@@ -55,7 +55,8 @@ STANDIN_MODULES := test/standin/sriovdp test/standin/flannelcni test/standin/sri
 # timing_<tier>.json, each test's end with its time and duration, to see
 # which tests ran beside which and which ended last (JUnit has durations,
 # not ends) (gotestsum reads go test -json from $(GO), so GO= still chooses
-# the toolchain).
+# the toolchain); and output_<tier>-<module>.txt, a stand-in module's go
+# test output (those run beside their tier's and print after it).
 export REPORT_DIR := $(abspath $(or $(ARTIFACTS),bin/reports))
 export GO TESTFLAGS
 

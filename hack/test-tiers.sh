@@ -16,7 +16,9 @@
 #               random kills, last
 #
 # Reports go to REPORT_DIR, one of each per tier (and per stand-in module):
-# junit_<report>.xml, coverage_<report>.out and .html, timing_<report>.json.
+# junit_<report>.xml, coverage_<report>.out and .html, timing_<report>.json;
+# and a stand-in module's go test output, output_<report>.txt (it runs
+# beside the tier's and is printed after it).
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -113,29 +115,46 @@ ensure_docker() {
 	hack/test-env.sh
 }
 
+# start_modules TIER MODULE... starts each stand-in module's go test in
+# the background, to run beside the tier's go test of the product: they are
+# mostly compiles and links, and so the unit tier takes 20 s warm where one
+# after another took 30. Each one's output goes to output_<report>.txt in
+# REPORT_DIR, for finish_modules.
+MODULE_PIDS=()
+MODULE_OUTS=()
+start_modules() {
+	local tier=$1 m
+	shift
+	for m in "$@"; do
+		MODULE_OUTS+=("${REPORT_DIR}/output_${tier}-${m##*/}.txt")
+		gotest "${tier}-${m##*/}" "${m}" 10m -p "${CORES}" ./... >"${MODULE_OUTS[-1]}" 2>&1 &
+		MODULE_PIDS+=($!)
+	done
+}
+
+# finish_modules waits for the modules start_modules started and prints
+# each one's output whole; it fails if any of them did.
+finish_modules() {
+	local i rc=0
+	for i in "${!MODULE_PIDS[@]}"; do
+		wait "${MODULE_PIDS[i]}" || rc=1
+		cat "${MODULE_OUTS[i]}"
+	done
+	MODULE_PIDS=()
+	MODULE_OUTS=()
+	return "${rc}"
+}
+
 run_tier() {
-	local tier=$1 rc=0 start m
+	local tier=$1 rc=0 start
 	start=$(date +%s)
 	echo "test-tiers: tier ${tier} ($(date -u +%H:%M:%S), ${CORES} cores)"
 	case ${tier} in
 	unit)
 		mapfile -t pkgs < <(unit_pkgs)
-		# The stand-in modules' go tests run beside the product's: all four
-		# are mostly compiles and links, and together they take 20 s warm
-		# where one after another took 30. Their output is held and printed
-		# after, each whole.
-		local outs=() pids=() i
-		for m in "${UNIT_MODULES[@]}"; do
-			outs+=("$(mktemp)")
-			gotest "unit-${m##*/}" "${m}" 10m -p "${CORES}" ./... >"${outs[-1]}" 2>&1 &
-			pids+=($!)
-		done
+		start_modules unit "${UNIT_MODULES[@]}"
 		gotest unit . 10m -p "${CORES}" "${pkgs[@]}" || rc=1
-		for i in "${!pids[@]}"; do
-			wait "${pids[i]}" || rc=1
-			cat "${outs[i]}"
-			rm -f "${outs[i]}"
-		done
+		finish_modules || rc=1
 		;;
 	apiserver)
 		# Two control planes a core: past its start, a test's kube-apiserver
@@ -146,8 +165,9 @@ run_tier() {
 		ensure_docker || rc=1
 		# Two e2e lanes a core: a lane's up waits on its nodes' pulls and
 		# starts as much as it computes.
+		start_modules cluster "${CLUSTER_MODULES[@]}"
 		gotest cluster . 40m -p "${CORES}" -parallel $((2 * CORES)) -skip "${DISRUPTIVE_TESTS}" "${CLUSTER_PKGS[@]}" || rc=1
-		for m in "${CLUSTER_MODULES[@]}"; do gotest "cluster-${m##*/}" "${m}" 10m -p "${CORES}" ./... || rc=1; done
+		finish_modules || rc=1
 		;;
 	kernel)
 		# Two guests a core: each is one TCG vCPU, and the hung guest of
