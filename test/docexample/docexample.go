@@ -152,18 +152,8 @@ func isAssignment(w string) bool {
 // cutComment splits a line at its first '#' that starts a word outside
 // quotes, as sh does.
 func cutComment(line string) (cmd, comment string) {
-	var quote rune
-	for i, r := range line {
-		switch {
-		case quote != 0:
-			if r == quote {
-				quote = 0
-			}
-		case r == '\'' || r == '"':
-			quote = r
-		case r == '#' && (i == 0 || line[i-1] == ' ' || line[i-1] == '\t'):
-			return strings.TrimSpace(line[:i]), strings.TrimSpace(line[i+1:])
-		}
+	if _, at := lex(line); at >= 0 {
+		return strings.TrimSpace(line[:at]), strings.TrimSpace(line[at+1:])
 	}
 	return strings.TrimSpace(line), ""
 }
@@ -172,11 +162,18 @@ func cutComment(line string) (cmd, comment string) {
 // blanks separate words, and single and double quotes group them (no
 // expansion; $VAR stays as written).
 func Split(cmd string) []string {
-	var words []string
+	words, _ := lex(cmd)
+	return words
+}
+
+// lex reads line as sh does for the docs' examples: its words, up to the
+// first '#' that starts a word outside quotes, and where that '#' is (-1
+// for none).
+func lex(line string) (words []string, comment int) {
 	var w strings.Builder
 	inWord := false
 	var quote rune
-	for _, r := range cmd {
+	for i, r := range line {
 		switch {
 		case quote != 0:
 			if r == quote {
@@ -192,6 +189,8 @@ func Split(cmd string) []string {
 				w.Reset()
 				inWord = false
 			}
+		case r == '#' && !inWord:
+			return words, i
 		default:
 			w.WriteRune(r)
 			inWord = true
@@ -200,7 +199,7 @@ func Split(cmd string) []string {
 	if inWord {
 		words = append(words, w.String())
 	}
-	return words
+	return words, -1
 }
 
 // Root is the repository's root: the nearest directory up from the working
