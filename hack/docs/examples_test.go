@@ -20,7 +20,7 @@ import (
 
 // contributorDocs are docs/'s pages for those who work on sriov-lane: their
 // commands are the rig's and the bench's, run by make test and make bench.
-var contributorDocs = []string{"docs/testing.md", "docs/figures.md", "docs/dra-upstream-reading.md", "docs/fleet-upstream-reading.md"}
+var contributorDocs = []string{"docs/design.md", "docs/testing.md", "docs/kernel-tier.md", "docs/figures.md", "docs/dra-upstream-reading.md", "docs/fleet-upstream-reading.md"}
 
 // Every command example of the user docs is run by a test, which takes it
 // from the docs (docexample.Lookup), or says in its comment that it needs

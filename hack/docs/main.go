@@ -102,6 +102,9 @@ func stale(root string, pages map[string][]byte) ([]string, error) {
 // linking its parent and subcommands.
 func commandPages() (map[string][]byte, error) {
 	root := cmd.NewRoot(cmd.IOStreams{In: strings.NewReader(""), Out: io.Discard, Err: io.Discard})
+	// cobra adds its completion command when the binary runs (Execute);
+	// the reference documents it as users meet it.
+	root.InitDefaultCompletionCmd()
 	// No date: a page changes only when its command does.
 	root.DisableAutoGenTag = true
 	pages := map[string][]byte{}

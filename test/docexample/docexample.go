@@ -18,6 +18,8 @@ var UserDocs = []string{
 	"docs/README.md",
 	"docs/lane.md",
 	"docs/commands.md",
+	"docs/ci.md",
+	"docs/restarts.md",
 	"docs/configuration.md",
 	"docs/kubevirtci.md",
 	"docs/emulated-igb.md",
