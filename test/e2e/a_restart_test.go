@@ -36,7 +36,7 @@ import (
 // server restart that keeps its data.
 //
 // One lane for all of it, not one each: every lane up is ~1.5 min of make
-// test's 2 cores. And this file's name sorts first on purpose: go test
+// test's 2 cores. And this file's name sorts early on purpose: go test
 // starts the package's parallel tests in source order, files by name, at
 // most -parallel at once, and this, the longest e2e test, started last
 // from restart_test.go and ended last, past every other lane.

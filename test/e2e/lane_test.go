@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/sriov-lane/sriov-lane/pkg/config"
+	"github.com/sriov-lane/sriov-lane/pkg/kube"
 	"github.com/sriov-lane/sriov-lane/test/bound"
 	"github.com/sriov-lane/sriov-lane/test/rig"
 	"github.com/sriov-lane/sriov-lane/test/testutil"
@@ -147,6 +148,16 @@ func checkDownWithHeldVF(t *testing.T, r *rig.Rig, l *lane, kubeconfig string) {
 	}
 }
 
+// TestTwoLanesDisjointAndThirdFailsCleanly brings two lanes up at once
+// on one rig, an ipv4 and an ipv6 one: leases keep their PFs apart, a
+// third lane that finds no free PF fails before it changes the host, and
+// one down --all takes both down. The ipv6 lane is the rig's check of that
+// family: its pods get IPv6 addresses from the lane's pod network and
+// verify passes (a VF reaches a pod). That needs what only a real node
+// shows: IPv6 enabled in each node's netns before k3s starts (kube-proxy
+// exits on an IPv6-primary node without it), k3s's node addresses and
+// family checks, and kubelet, kube-proxy and Flannel on IPv6. One lane up
+// here, not one more in a test of its own: every up is make test's time.
 func TestTwoLanesDisjointAndThirdFailsCleanly(t *testing.T) {
 	t.Parallel() // own rig, lane names and API port (see TestMain)
 	requireRig(t)
@@ -154,9 +165,10 @@ func TestTwoLanesDisjointAndThirdFailsCleanly(t *testing.T) {
 	r := rig.NewForTest(t, 4, s.RigPrefix())
 	a := newLane(t, r, s, 0, s.RigPrefix()+"*")
 	b := newLane(t, r, s, 1, s.RigPrefix()+"*")
+	b.cfg.IPFamily = config.IPFamilyIPv6
 	// Both lanes may take any of the 4 PFs; leases keep them apart. One
-	// agent with two PFs each: the leases are the point, and an agent less
-	// is a node less to start on a loaded rig.
+	// agent with two PFs each: the leases and the families are the point,
+	// and an agent less is a node less to start on a loaded rig.
 	for _, l := range []*lane{a, b} {
 		rewriteAgents(t, l, 1, 2)
 	}
@@ -182,6 +194,11 @@ func TestTwoLanesDisjointAndThirdFailsCleanly(t *testing.T) {
 	if len(owner) != 4 {
 		t.Errorf("lanes hold %d distinct PFs, want 4", len(owner))
 	}
+	assertPodIPs(t, a, false)
+	assertPodIPs(t, b, true)
+	if res := run(t, nil, "verify", "--config", b.path); res.code != 0 {
+		t.Errorf("verify on an ipv6 lane: exit %d", res.code)
+	}
 	c := newLane(t, r, s, 2, s.RigPrefix()+"*")
 	rewriteAgents(t, c, 1, 1)
 	before := snapshot(t, r, c)
@@ -201,6 +218,36 @@ func TestTwoLanesDisjointAndThirdFailsCleanly(t *testing.T) {
 		assertLaneGone(t, r, l, nil)
 	}
 	assertLaneGone(t, r, a, r.State.PFs)
+}
+
+// assertPodIPs checks that the lane's CoreDNS pods have addresses of its
+// pod network only, and of one family: IPv6 when ipv6, IPv4 otherwise.
+func assertPodIPs(t *testing.T, l *lane, ipv6 bool) {
+	t.Helper()
+	kc, err := kube.Connect(l.cfg.Dir().Kubeconfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, pods, err := net.ParseCIDR(l.cfg.Networks().Pods())
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := kc.Typed.CoreV1().Pods("kube-system").List(t.Context(), metav1.ListOptions{LabelSelector: "k8s-app=kube-dns"})
+	if err != nil || len(list.Items) == 0 {
+		t.Fatalf("lane %s: CoreDNS pods: %v (%d)", l.cfg.Name, err, len(list.Items))
+	}
+	// up waited for CoreDNS to roll out: each of its pods is Ready, so it
+	// has its addresses.
+	for _, p := range list.Items {
+		if len(p.Status.PodIPs) == 0 {
+			t.Errorf("lane %s: pod %s has no address", l.cfg.Name, p.Name)
+		}
+		for _, ip := range p.Status.PodIPs {
+			if a := net.ParseIP(ip.IP); a == nil || (a.To4() == nil) != ipv6 || !pods.Contains(a) {
+				t.Errorf("lane %s: pod %s has %s, want only IPv6=%t addresses in %s", l.cfg.Name, p.Name, ip.IP, ipv6, pods)
+			}
+		}
+	}
 }
 
 func rewriteAgents(t *testing.T, l *lane, agents, pfsPerNode int) {

@@ -13,9 +13,15 @@ import (
 // A lane whose nodes cannot pull an image, tried as a
 // new user would: the rig's lane without its imageRegistryMirror, so every
 // node pulls its images from their own registries (k3s's sandbox image from
-// Docker Hub first), which no build machine can resolve. up says so while it waits (pod, node, image, the runtime's
-// reason and what to do) long before its timeout, keeps waiting, then fails
+// Docker Hub first), which no build machine can resolve. up says so while
+// it waits (pod, node, image, the runtime's reason and what to do) long
+// before its timeout, keeps waiting, then fails
 // naming the pods that hold the nodes back and undoes itself.
+//
+// This file's name sorts first on purpose, as a_restart_test.go's does:
+// past its cluster's create the test mostly waits out up's timeout, so
+// started first it waits while the other lanes compute; started from
+// pulls_test.go it was among the last and ended last, on an idle machine.
 func TestUpWithoutMirrorSaysNodesCannotPull(t *testing.T) {
 	t.Parallel() // own rig, lane name and API port (see TestMain)
 	requireRig(t)
