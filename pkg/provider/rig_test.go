@@ -163,11 +163,26 @@ func hostNetnsInode(t *testing.T) uint64 {
 	return st.Ino
 }
 
+// TestRigCreateInspectRestartDelete creates a cluster of 1 server and 2
+// agents with the lane's registry (the default) and the datastore on the
+// server's own disk, inspects it (nodes, netns, log tail, machine-ids,
+// Prepare, kubeconfig, kubectl, the registry from each node, Load),
+// restarts an agent and deletes it all, twice. One cluster for all of it:
+// a cluster on the rig costs more than every check, and none touches
+// another's.
 func TestRigCreateInspectRestartDelete(t *testing.T) {
 	p, cli := rig(t)
+	testutil.RequireImage(t, cli, testutil.StandinRegistryImage)
 	slot := testutil.TakeSlot(t)
 	name := slot.Lane(0)
 	l := testLane(t, slot, 2)
+	l.Registry.Enabled = nil // default: on
+	l.Registry.Image = testutil.StandinRegistryImage
+	l.Registry.Address = fmt.Sprintf("127.0.0.1:%d", slot.Port(t))
+	l.Server.DatastoreOnTmpfs = new(bool)
+	if err := config.Validate(l); err != nil {
+		t.Fatal(err)
+	}
 	cleanupLane(t, p, cli, name)
 	ctx := context.Background()
 
@@ -176,7 +191,8 @@ func TestRigCreateInspectRestartDelete(t *testing.T) {
 	if err := p.Create(ctx, l, CreateOptions{Log: pl.logger(t)}); err != nil {
 		t.Fatalf("create: %v", err)
 	}
-	t.Logf("TIMING create %s (1 server + 2 agents, stand-in): %s", name, time.Since(start).Round(time.Millisecond))
+	t.Logf("TIMING create %s (1 server + 2 agents and a registry, stand-in): %s", name, time.Since(start).Round(time.Millisecond))
+	assertDatastoreOnDisk(t, cli, name)
 
 	nodes, err := p.Nodes(ctx, name)
 	if err != nil {
@@ -292,6 +308,76 @@ func TestRigCreateInspectRestartDelete(t *testing.T) {
 		t.Errorf("kubectl is not an ELF binary")
 	}
 
+	// The lane's registry, from the host and from every node.
+	resp, err := http.Get("http://" + l.Registry.Address + "/v2/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /v2/ on the host port: %s", resp.Status)
+	}
+	ins, err := cli.ContainerInspect(ctx, RegistryName(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := ins.NetworkSettings.Networks[NetworkName(name)]
+	if ep == nil || !slices.Contains(ep.Aliases, RegistryAlias) {
+		t.Errorf("registry not on %s with alias %s: %+v", NetworkName(name), RegistryAlias, ep)
+	}
+	for _, n := range nodes {
+		r, err := p.exec(ctx, n.ContainerID, []string{"cat", "/etc/rancher/k3s/registries.yaml"}, nil)
+		if err != nil || !strings.Contains(r.Stdout, "http://registry:5000") {
+			t.Errorf("%s registries.yaml: %v %q", n.Name, err, r.Stdout)
+		}
+		// From the node, by name, on the cluster network, through the
+		// node's resolv.conf: k3d's DNS fix points it at the network's
+		// gateway and redirects that to Docker's embedded DNS with the
+		// node's (real) iptables.
+		r, err = p.exec(ctx, n.ContainerID, []string{"nslookup", RegistryAlias}, nil)
+		if err != nil || r.ExitCode != 0 {
+			t.Errorf("%s cannot resolve %s: %v %+v", n.Name, RegistryAlias, err, r)
+			continue
+		}
+		ip := lastAddress(r.Stdout)
+		r, err = p.exec(ctx, n.ContainerID, []string{"wget", "-q", "-O", "-", "http://" + net.JoinHostPort(ip, registryInternalPort) + "/v2/"}, nil)
+		if err != nil || r.ExitCode != 0 {
+			t.Errorf("%s cannot reach registry at %s:5000: %v %+v", n.Name, ip, err, r)
+		}
+	}
+
+	// Load with k3s's real import command: the nodes' containerd must then
+	// list the image.
+	start = time.Now()
+	if err := p.Load(ctx, name, testutil.StandinToolsImage); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("TIMING load of %s into %d nodes: %s", testutil.StandinToolsImage, len(nodes), time.Since(start).Round(time.Millisecond))
+	for _, n := range nodes {
+		r, err := p.exec(ctx, n.ContainerID, []string{"ctr", "-n", "k8s.io", "images", "ls", "-q"}, nil)
+		if err != nil || r.ExitCode != 0 || !strings.Contains(r.Stdout, testutil.StandinToolsImage) {
+			t.Errorf("%s: image %s not in containerd after load: %v %+v", n.Name, testutil.StandinToolsImage, err, r)
+		}
+	}
+	// A failing import names each node and carries the command's exit.
+	p.importCmd = []string{"sh", "-c", "cat >/dev/null; exit 3"}
+	err = p.Load(ctx, name, testutil.StandinToolsImage)
+	if err == nil {
+		t.Error("load succeeded with an import command that fails")
+	} else {
+		for _, n := range nodes {
+			if !strings.Contains(err.Error(), n.Name) {
+				t.Errorf("load error does not name %s", n.Name)
+			}
+		}
+		if !strings.Contains(err.Error(), "exited with") {
+			t.Errorf("load error does not carry the import command's exit: %v", err)
+		}
+	}
+	if err := p.Load(ctx, name, "sriov-lane-standin/does-not-exist:x"); err == nil || !strings.Contains(err.Error(), "not on the host") {
+		t.Errorf("load of a missing image: %v", err)
+	}
+
 	// Restart an agent: the handle must follow the new PID and netns.
 	agent := nodes[1]
 	oldPid, _ := containerns.PID(ctx, cli, agent.ContainerID)
@@ -329,6 +415,9 @@ func TestRigCreateInspectRestartDelete(t *testing.T) {
 	t.Logf("TIMING delete %s: %s", name, time.Since(start).Round(time.Millisecond))
 	if left := leftovers(ctx, t, cli, name); len(left) > 0 {
 		t.Errorf("after delete: %v", left)
+	}
+	if _, err := cli.ContainerInspect(ctx, RegistryName(name)); !cerrdefs.IsNotFound(err) {
+		t.Errorf("registry survived delete: %v", err)
 	}
 	start = time.Now()
 	if err := p.Delete(ctx, name); err != nil {
@@ -443,111 +532,6 @@ func TestRigCreateNodeNeverReady(t *testing.T) {
 	}
 	if left := leftovers(ctx, t, cli, name); len(left) > 0 {
 		t.Errorf("failed create left %v", left)
-	}
-}
-
-func TestRigRegistryAndLoad(t *testing.T) {
-	p, cli := rig(t)
-	testutil.RequireImage(t, cli, testutil.StandinRegistryImage)
-	slot := testutil.TakeSlot(t)
-	name := slot.Lane(0)
-	l := testLane(t, slot, 1)
-	l.Registry.Enabled = nil // default: on
-	l.Registry.Image = testutil.StandinRegistryImage
-	l.Registry.Address = fmt.Sprintf("127.0.0.1:%d", slot.Port(t))
-	// The datastore on the container's own disk too: a cluster on the rig
-	// costs more than both checks, and neither touches the other.
-	l.Server.DatastoreOnTmpfs = new(bool)
-	if err := config.Validate(l); err != nil {
-		t.Fatal(err)
-	}
-	cleanupLane(t, p, cli, name)
-	ctx := context.Background()
-	start := time.Now()
-	if err := p.Create(ctx, l, CreateOptions{Log: log.NewPrinter(t.Output(), true)}); err != nil {
-		t.Fatalf("create: %v", err)
-	}
-	t.Logf("TIMING create %s with registry: %s", name, time.Since(start).Round(time.Millisecond))
-	assertDatastoreOnDisk(t, cli, name)
-
-	resp, err := http.Get("http://" + l.Registry.Address + "/v2/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Errorf("GET /v2/ on the host port: %s", resp.Status)
-	}
-	ins, err := cli.ContainerInspect(ctx, RegistryName(name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ep := ins.NetworkSettings.Networks[NetworkName(name)]
-	if ep == nil || !slices.Contains(ep.Aliases, RegistryAlias) {
-		t.Errorf("registry not on %s with alias %s: %+v", NetworkName(name), RegistryAlias, ep)
-	}
-	nodes, err := p.Nodes(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range nodes {
-		r, err := p.exec(ctx, n.ContainerID, []string{"cat", "/etc/rancher/k3s/registries.yaml"}, nil)
-		if err != nil || !strings.Contains(r.Stdout, "http://registry:5000") {
-			t.Errorf("%s registries.yaml: %v %q", n.Name, err, r.Stdout)
-		}
-		// From the node, by name, on the cluster network, through the
-		// node's resolv.conf: k3d's DNS fix points it at the network's
-		// gateway and redirects that to Docker's embedded DNS with the
-		// node's (real) iptables.
-		r, err = p.exec(ctx, n.ContainerID, []string{"nslookup", RegistryAlias}, nil)
-		if err != nil || r.ExitCode != 0 {
-			t.Errorf("%s cannot resolve %s: %v %+v", n.Name, RegistryAlias, err, r)
-			continue
-		}
-		ip := lastAddress(r.Stdout)
-		r, err = p.exec(ctx, n.ContainerID, []string{"wget", "-q", "-O", "-", "http://" + net.JoinHostPort(ip, registryInternalPort) + "/v2/"}, nil)
-		if err != nil || r.ExitCode != 0 {
-			t.Errorf("%s cannot reach registry at %s:5000: %v %+v", n.Name, ip, err, r)
-		}
-	}
-
-	// Load with k3s's real import command: the nodes' containerd must then
-	// list the image.
-	start = time.Now()
-	if err := p.Load(ctx, name, testutil.StandinToolsImage); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("TIMING load of %s into %d nodes: %s", testutil.StandinToolsImage, len(nodes), time.Since(start).Round(time.Millisecond))
-	for _, n := range nodes {
-		r, err := p.exec(ctx, n.ContainerID, []string{"ctr", "-n", "k8s.io", "images", "ls", "-q"}, nil)
-		if err != nil || r.ExitCode != 0 || !strings.Contains(r.Stdout, testutil.StandinToolsImage) {
-			t.Errorf("%s: image %s not in containerd after load: %v %+v", n.Name, testutil.StandinToolsImage, err, r)
-		}
-	}
-	// A failing import names each node and carries the command's exit.
-	p.importCmd = []string{"sh", "-c", "cat >/dev/null; exit 3"}
-	err = p.Load(ctx, name, testutil.StandinToolsImage)
-	if err == nil {
-		t.Error("load succeeded with an import command that fails")
-	} else {
-		for _, n := range nodes {
-			if !strings.Contains(err.Error(), n.Name) {
-				t.Errorf("load error does not name %s", n.Name)
-			}
-		}
-		if !strings.Contains(err.Error(), "exited with") {
-			t.Errorf("load error does not carry the import command's exit: %v", err)
-		}
-	}
-	if err := p.Load(ctx, name, "sriov-lane-standin/does-not-exist:x"); err == nil || !strings.Contains(err.Error(), "not on the host") {
-		t.Errorf("load of a missing image: %v", err)
-	}
-
-	if err := p.Delete(ctx, name); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cli.ContainerInspect(ctx, RegistryName(name)); !cerrdefs.IsNotFound(err) {
-		t.Errorf("registry survived delete: %v", err)
 	}
 }
 

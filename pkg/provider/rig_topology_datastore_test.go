@@ -162,7 +162,7 @@ func checkRestartEmptiesDatastore(ctx context.Context, t *testing.T, p *Provider
 }
 
 // assertDatastoreOnDisk: with datastoreOnTmpfs false no volume is made and
-// the dir is the container's own (TestRigRegistryAndLoad's cluster).
+// the dir is the container's own (TestRigCreateInspectRestartDelete's cluster).
 func assertDatastoreOnDisk(t *testing.T, cli *client.Client, name string) {
 	t.Helper()
 	ctx := context.Background()
