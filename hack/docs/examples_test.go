@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"io"
 	"io/fs"
 	"os"
@@ -153,19 +152,23 @@ func TestDocConfigExample(t *testing.T) {
 	}
 	found := 0
 	for _, page := range docexample.UserDocs {
-		for _, b := range yamlBlocks(t, filepath.Join(root, page)) {
-			if !strings.Contains(b.text, "kind: Lane") {
+		blocks, err := docexample.Blocks(filepath.Join(root, page))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range blocks {
+			if b.Lang != "yaml" || !strings.Contains(b.Text(), "kind: Lane") {
 				continue
 			}
 			found++
 			var l config.Lane
-			if err := config.DecodeStrict([]byte(b.text), &l); err != nil {
-				t.Errorf("%s:%d: sriov-lane refuses the example: %v", page, b.line, err)
+			if err := config.DecodeStrict([]byte(b.Text()), &l); err != nil {
+				t.Errorf("%s:%d: sriov-lane refuses the example: %v", page, b.Line, err)
 			}
-			for _, c := range fieldComments(b.text) {
+			for _, c := range fieldComments(b.Text()) {
 				s, ok := settings[c.path]
 				if !ok {
-					t.Errorf("%s:%d: %s has no flag or environment variable, yet the comment names %v", page, b.line+c.line, c.path, c.names)
+					t.Errorf("%s:%d: %s has no flag or environment variable, yet the comment names %v", page, b.Line+c.line, c.path, c.names)
 					continue
 				}
 				want := append([]string{"--" + s.Flag}, s.Env...)
@@ -173,7 +176,7 @@ func TestDocConfigExample(t *testing.T) {
 					want = want[1:]
 				}
 				if !slices.Equal(c.names, want) {
-					t.Errorf("%s:%d: the comment of %s names %v; its setting has %v", page, b.line+c.line, c.path, c.names, want)
+					t.Errorf("%s:%d: the comment of %s names %v; its setting has %v", page, b.Line+c.line, c.path, c.names, want)
 				}
 			}
 		}
@@ -181,37 +184,6 @@ func TestDocConfigExample(t *testing.T) {
 	if found != 1 {
 		t.Errorf("%d config file examples in the user docs, want 1", found)
 	}
-}
-
-type block struct {
-	line int // the fence's
-	text string
-}
-
-// yamlBlocks are the page's fenced yaml blocks.
-func yamlBlocks(t *testing.T, path string) []block {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []block
-	var cur *block
-	sc := bufio.NewScanner(f)
-	for n := 1; sc.Scan(); n++ {
-		line := sc.Text()
-		switch {
-		case cur == nil && strings.TrimSpace(line) == "```yaml":
-			cur = &block{line: n}
-		case cur != nil && strings.TrimSpace(line) == "```":
-			out = append(out, *cur)
-			cur = nil
-		case cur != nil:
-			cur.text += line + "\n"
-		}
-	}
-	return out
 }
 
 type fieldComment struct {

@@ -59,64 +59,95 @@ func Read(root string) ([]Example, error) {
 	return out, nil
 }
 
-func readPage(root, page string) ([]Example, error) {
-	f, err := os.Open(filepath.Join(root, page))
+// Block is one fenced code block of a page.
+type Block struct {
+	Line  int      // the opening fence's
+	Lang  string   // the fence's info string
+	Lines []string // between the fences
+}
+
+// Text is the block's content, a newline after each line.
+func (b Block) Text() string {
+	var sb strings.Builder
+	for _, l := range b.Lines {
+		sb.WriteString(l)
+		sb.WriteByte('\n')
+	}
+	return sb.String()
+}
+
+// Blocks returns the fenced code blocks of the Markdown file at path.
+func Blocks(path string) ([]Block, error) {
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	var out []Example
-	var fence string // the open block's fence; "" outside a block
-	shell := false
-	var pending *Example // a command continued with a trailing backslash
-	var lead []string    // the block's comment lines so far: they say what follows
+	var out []Block
+	var cur *Block
 	sc := bufio.NewScanner(f)
 	for n := 1; sc.Scan(); n++ {
 		line := sc.Text()
 		trimmed := strings.TrimSpace(line)
-		if fence == "" {
-			if strings.HasPrefix(trimmed, "```") {
-				fence = "```"
-				shell = shellLangs[strings.TrimSpace(strings.TrimPrefix(trimmed, "```"))]
-			}
-			continue
+		switch {
+		case cur == nil && strings.HasPrefix(trimmed, "```"):
+			cur = &Block{Line: n, Lang: strings.TrimSpace(strings.TrimPrefix(trimmed, "```"))}
+		case cur != nil && trimmed == "```":
+			out = append(out, *cur)
+			cur = nil
+		case cur != nil:
+			cur.Lines = append(cur.Lines, line)
 		}
-		if trimmed == fence {
-			fence, lead = "", nil
-			continue
-		}
-		if !shell {
-			continue
-		}
-		cmd, comment := cutComment(trimmed)
-		cmd = strings.TrimPrefix(cmd, "$ ")
-		if pending != nil {
-			pending.Command += " " + strings.TrimSuffix(cmd, "\\")
-			pending.Comment = joinComments(pending.Comment, comment)
-			if !strings.HasSuffix(cmd, "\\") {
-				out = append(out, finish(*pending))
-				pending = nil
-			}
-			continue
-		}
-		if cmd == "" {
-			if comment != "" {
-				lead = append(lead, comment)
-			}
-			continue
-		}
-		e := Example{File: page, Line: n, Command: strings.TrimSpace(strings.TrimSuffix(cmd, "\\")), Comment: joinComments(append(slices.Clone(lead), comment)...)}
-		if strings.HasSuffix(cmd, "\\") {
-			pending = &e
-			continue
-		}
-		out = append(out, finish(e))
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", page, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if fence != "" || pending != nil {
-		return nil, fmt.Errorf("%s: a code block or a continued command is not closed", page)
+	if cur != nil {
+		return nil, fmt.Errorf("%s:%d: the code block is not closed", path, cur.Line)
+	}
+	return out, nil
+}
+
+func readPage(root, page string) ([]Example, error) {
+	blocks, err := Blocks(filepath.Join(root, page))
+	if err != nil {
+		return nil, err
+	}
+	var out []Example
+	for _, b := range blocks {
+		if !shellLangs[b.Lang] {
+			continue
+		}
+		var pending *Example // a command continued with a trailing backslash
+		var lead []string    // the block's comment lines so far: they say what follows
+		for i, line := range b.Lines {
+			cmd, comment := cutComment(strings.TrimSpace(line))
+			cmd = strings.TrimPrefix(cmd, "$ ")
+			if pending != nil {
+				pending.Command += " " + strings.TrimSuffix(cmd, "\\")
+				pending.Comment = joinComments(pending.Comment, comment)
+				if !strings.HasSuffix(cmd, "\\") {
+					out = append(out, finish(*pending))
+					pending = nil
+				}
+				continue
+			}
+			if cmd == "" {
+				if comment != "" {
+					lead = append(lead, comment)
+				}
+				continue
+			}
+			e := Example{File: page, Line: b.Line + 1 + i, Command: strings.TrimSpace(strings.TrimSuffix(cmd, "\\")), Comment: joinComments(append(slices.Clone(lead), comment)...)}
+			if strings.HasSuffix(cmd, "\\") {
+				pending = &e
+				continue
+			}
+			out = append(out, finish(e))
+		}
+		if pending != nil {
+			return nil, fmt.Errorf("%s:%d: the continued command is not closed in its block", page, pending.Line)
+		}
 	}
 	return out, nil
 }
