@@ -32,6 +32,7 @@ import (
 
 	"github.com/sriov-lane/sriov-lane/pkg/log"
 	"github.com/sriov-lane/sriov-lane/test/bound"
+	"github.com/sriov-lane/sriov-lane/test/testutil"
 )
 
 func injectorTestOptions() Options {
@@ -354,7 +355,7 @@ func TestInjectorApplyOnAPIServer(t *testing.T) {
 	probing := rest.CopyConfig(cfg)
 	var probes atomic.Int32
 	probing.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripper(func(r *http.Request) (*http.Response, error) {
+		return testutil.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
 			if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/pods") && probes.Add(1) == 2 {
 				cancel()
 			}
@@ -369,11 +370,6 @@ func TestInjectorApplyOnAPIServer(t *testing.T) {
 		t.Errorf("WaitInjectorServing with no injector: %v", err)
 	}
 }
-
-// roundTripper is an http.RoundTripper of a func.
-type roundTripper func(*http.Request) (*http.Response, error)
-
-func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // WaitInjectorServing returns once a dry-run pod naming a missing network
 // is refused by the injector's webhook, and not while pods are admitted

@@ -789,11 +789,6 @@ func TestRigUndoInterruptedCreateRemovesLateNetwork(t *testing.T) {
 	}
 }
 
-// roundTripper is an http.RoundTripper of a func.
-type roundTripper func(*http.Request) (*http.Response, error)
-
-func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
 // answered is a Provider on cli's daemon whose client closes the channel
 // once Docker has answered the first request of method to a path ending in
 // suffix: how a test knows the provider has looked, without a sleep.
@@ -803,7 +798,7 @@ func answered(t *testing.T, cli *client.Client, method, suffix string) (*Provide
 	var once sync.Once
 	base := cli.HTTPClient().Transport
 	hooked, err := client.NewClientWithOpts(client.WithHost(cli.DaemonHost()), client.WithAPIVersionNegotiation(),
-		client.WithHTTPClient(&http.Client{Transport: roundTripper(func(r *http.Request) (*http.Response, error) {
+		client.WithHTTPClient(&http.Client{Transport: testutil.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
 			resp, err := base.RoundTrip(r)
 			if r.Method == method && strings.HasSuffix(r.URL.Path, suffix) {
 				once.Do(func() { close(seen) })

@@ -20,4 +20,5 @@
 //     interrupts it
 //   - golden.go:    Golden, a test's output against its golden file
 //   - command.go:   ExitCode, how a command a test ran ended
+//   - http.go:      RoundTripperFunc, an http.RoundTripper of a func
 package testutil
