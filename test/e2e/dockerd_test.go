@@ -87,18 +87,27 @@ func TestDockerdRestartedLanesRepaired(t *testing.T) {
 	})
 }
 
-// repairRestartedLane checks l after dockerd restarted under it (its
-// cluster lost with the tmpfs datastore, or kept on disk), repairs it,
-// checks it healthy and verified, and takes it down.
+// repairRestartedLane checks l after dockerd restarted every node under
+// it (its cluster lost with the tmpfs datastore, or kept on disk), repairs
+// it, checks it healthy and verified, that a second repair has nothing to
+// do, and takes it down. It is the rig's one lane whose every node
+// restarted at once: TestRestartedLaneRepaired restarts one agent, then
+// the host.
 func repairRestartedLane(t *testing.T, l *lane, lost bool) {
 	res := statusOnceServerAnswers(t, l)
 	if res.code != 1 || !strings.Contains(res.output, `"health": "degraded"`) || strings.Contains(res.output, `"clusterLost": true`) != lost ||
+		strings.Contains(res.output, "came back empty") != lost ||
 		!strings.Contains(res.output, "agent-0 restarted into a new network namespace") || !strings.Contains(res.output, "agent-1 restarted into a new network namespace") {
 		t.Fatalf("status of %s (datastore on tmpfs: %t) after dockerd restarted: exit %d, want 1 with clusterLost %t\n%s", l.cfg.Name, lost, res.code, lost, res.output)
 	}
 	res = run(t, nil, "repair", "--config", l.path)
-	if res.code != 0 || strings.Contains(res.output, "✓ deploy components (") != lost || !strings.Contains(res.output, "wait for VFs") {
-		t.Fatalf("repair of %s (datastore on tmpfs: %t): exit %d, want up's objects applied again only if the cluster was lost\n%s", l.cfg.Name, lost, res.code, res.output)
+	for _, s := range []string{"the cluster's objects", "✓ deploy components (", "✓ record baseline ("} {
+		if strings.Contains(res.output, s) != lost {
+			t.Fatalf("repair of %s (datastore on tmpfs: %t): %q in its output is %t, want up's objects applied again (and a new baseline) only if the cluster was lost\n%s", l.cfg.Name, lost, s, !lost, res.output)
+		}
+	}
+	if res.code != 0 || !strings.Contains(res.output, "wait for VFs") {
+		t.Fatalf("repair of %s (datastore on tmpfs: %t): exit %d\n%s", l.cfg.Name, lost, res.code, res.output)
 	}
 	res = run(t, nil, "status", "--config", l.path)
 	if res.code != 0 || !strings.Contains(res.output, "healthy") || strings.Count(res.output, "kubevirt.io/sriov_net=6") != 2 {
@@ -106,6 +115,9 @@ func repairRestartedLane(t *testing.T, l *lane, lost bool) {
 	}
 	if res := run(t, nil, "verify", "--config", l.path); res.code != 0 {
 		t.Fatalf("verify of %s after repair: exit %d", l.cfg.Name, res.code)
+	}
+	if res := run(t, nil, "repair", "--config", l.path); res.code != 0 || !strings.Contains(res.output, "nothing to repair") {
+		t.Fatalf("second repair of %s: exit %d\n%s", l.cfg.Name, res.code, res.output)
 	}
 	if res := l.down(t); res.code != 0 {
 		t.Fatalf("down of %s after repair failed", l.cfg.Name)
