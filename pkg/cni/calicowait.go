@@ -2,7 +2,6 @@ package cni
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -60,15 +59,13 @@ func WaitCalico(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interf
 			rollout = nil
 		}
 	}
-	dctx, dcancel := DiagnoseContext(ctx)
-	defer dcancel()
-	var b strings.Builder
-	fmt.Fprintf(&b, "waiting for Calico (TigeraStatus %s Available or %s/%s rolled out): %v\n", calicoTigeraStatus, calicoNodeNamespace, calicoNodeDaemonSet, statusErr)
-	writeTigeraStatus(dctx, &b, dyn)
-	fmt.Fprintf(&b, "%s\n", rolloutErr)
-	fmt.Fprintf(&b, "namespace %s:\n", tigeraOperatorNS)
-	writeUnreadyPods(dctx, &b, cs, tigeraOperatorNS, metav1.ListOptions{})
-	return errors.New(strings.TrimRight(b.String(), "\n"))
+	header := fmt.Sprintf("waiting for Calico (TigeraStatus %s Available or %s/%s rolled out): %v", calicoTigeraStatus, calicoNodeNamespace, calicoNodeDaemonSet, statusErr)
+	return diagnosed(ctx, header, func(ctx context.Context, b *strings.Builder) {
+		writeTigeraStatus(ctx, b, dyn)
+		fmt.Fprintf(b, "%s\n", rolloutErr)
+		fmt.Fprintf(b, "namespace %s:\n", tigeraOperatorNS)
+		writeUnreadyPods(ctx, b, cs, tigeraOperatorNS, metav1.ListOptions{})
+	})
 }
 
 func daemonSetRef(namespace, name string) *unstructured.Unstructured {

@@ -2,7 +2,6 @@ package cni
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -60,28 +59,25 @@ func waitRollout[T runtime.Object](ctx context.Context, cs kubernetes.Interface,
 	if err == nil {
 		return nil
 	}
-	dctx, cancel := DiagnoseContext(ctx)
-	defer cancel()
 	keys := make([]nsName, 0, len(pending))
 	for k := range pending {
 		keys = append(keys, k)
 	}
 	slices.SortFunc(keys, func(a, b nsName) int { return strings.Compare(a.String(), b.String()) })
 	lower := strings.ToLower(w.kind)
-	var b strings.Builder
-	fmt.Fprintf(&b, "waiting for %d %ss to roll out: %v\n", len(want), w.kind, err)
-	for _, k := range keys {
-		fmt.Fprintf(&b, "%s %s: %s\n", lower, k, pending[k])
-		WriteEvents(dctx, &b, cs, w.kind, k.ns, k.name, "  ")
-		t, gerr := w.get(dctx, k.ns, k.name)
-		if gerr != nil || w.selector(t) == nil {
-			continue
+	return diagnosed(ctx, fmt.Sprintf("waiting for %d %ss to roll out: %v", len(want), w.kind, err), func(ctx context.Context, b *strings.Builder) {
+		for _, k := range keys {
+			fmt.Fprintf(b, "%s %s: %s\n", lower, k, pending[k])
+			WriteEvents(ctx, b, cs, w.kind, k.ns, k.name, "  ")
+			t, gerr := w.get(ctx, k.ns, k.name)
+			if gerr != nil || w.selector(t) == nil {
+				continue
+			}
+			sel, serr := metav1.LabelSelectorAsSelector(w.selector(t))
+			if serr != nil {
+				continue
+			}
+			writeUnreadyPods(ctx, b, cs, k.ns, metav1.ListOptions{LabelSelector: sel.String()})
 		}
-		sel, serr := metav1.LabelSelectorAsSelector(w.selector(t))
-		if serr != nil {
-			continue
-		}
-		writeUnreadyPods(dctx, &b, cs, k.ns, metav1.ListOptions{LabelSelector: sel.String()})
-	}
-	return errors.New(strings.TrimRight(b.String(), "\n"))
+	})
 }

@@ -63,19 +63,12 @@ func WaitNodesReady(ctx context.Context, cs kubernetes.Interface, names []string
 	if err == nil {
 		return nil
 	}
-	dctx, cancel := DiagnoseContext(ctx)
-	defer cancel()
-	var b strings.Builder
-	fmt.Fprintf(&b, "waiting for nodes %s to be Ready: %v; not Ready: %s\n", strings.Join(names, ", "), err, strings.Join(pending, ", "))
-	for _, name := range pending {
-		writeNodeDiagnosis(dctx, &b, cs, name, "")
-		// A node waits for its CNI (no conflist until Flannel or Calico
-		// runs there: "cni plugin not initialized"), so the pods on it that
-		// are not Ready are what holds it back.
-		writeUnreadyPods(dctx, &b, cs, metav1.NamespaceAll,
-			metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", name).String()})
-	}
-	return errors.New(strings.TrimRight(b.String(), "\n"))
+	header := fmt.Sprintf("waiting for nodes %s to be Ready: %v; not Ready: %s", strings.Join(names, ", "), err, strings.Join(pending, ", "))
+	return diagnosed(ctx, header, func(ctx context.Context, b *strings.Builder) {
+		for _, name := range pending {
+			writeNodeDiagnosis(ctx, b, cs, name, "")
+		}
+	})
 }
 
 // WaitNodesRegistered waits until a Node object exists for each of names,
@@ -93,6 +86,19 @@ func WaitNodesRegistered(ctx context.Context, cs kubernetes.Interface, names []s
 	return nil
 }
 
+// diagnosed is a failed wait's error: header, then what write adds. write
+// gets a context of its own, as the wait's has usually ended by then.
+func diagnosed(ctx context.Context, header string, write func(ctx context.Context, b *strings.Builder)) error {
+	dctx, cancel := DiagnoseContext(ctx)
+	defer cancel()
+	var b strings.Builder
+	b.WriteString(header + "\n")
+	write(dctx, &b)
+	return errors.New(strings.TrimRight(b.String(), "\n"))
+}
+
+// writeNodeDiagnosis writes node name's conditions and events, and the pods
+// on it that are not Ready.
 func writeNodeDiagnosis(ctx context.Context, b *strings.Builder, cs kubernetes.Interface, name, extra string) {
 	n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	switch {
@@ -105,6 +111,11 @@ func writeNodeDiagnosis(ctx context.Context, b *strings.Builder, cs kubernetes.I
 		writeNodeConditions(b, n, "  ")
 	}
 	WriteEvents(ctx, b, cs, "Node", "", name, "  ")
+	// A node waits for its CNI (no conflist until Flannel or Calico runs
+	// there: "cni plugin not initialized"), so the pods on it that are not
+	// Ready are what holds it back.
+	writeUnreadyPods(ctx, b, cs, metav1.NamespaceAll,
+		metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", name).String()})
 }
 
 type nsName struct{ ns, name string }
@@ -194,20 +205,13 @@ func WaitAllocatable(ctx context.Context, cs kubernetes.Interface, want map[stri
 // (sorted) for which pending says what it lacks, the node's conditions
 // and events and the pods on it that are not ready.
 func nodesPending(ctx context.Context, cs kubernetes.Interface, header string, nodes []string, pending func(node string) string) error {
-	dctx, cancel := DiagnoseContext(ctx)
-	defer cancel()
-	var b strings.Builder
-	b.WriteString(header + "\n")
-	for _, node := range slices.Sorted(slices.Values(nodes)) {
-		why := pending(node)
-		if why == "" {
-			continue
+	return diagnosed(ctx, header, func(ctx context.Context, b *strings.Builder) {
+		for _, node := range slices.Sorted(slices.Values(nodes)) {
+			if why := pending(node); why != "" {
+				writeNodeDiagnosis(ctx, b, cs, node, " ("+why+")")
+			}
 		}
-		writeNodeDiagnosis(dctx, &b, cs, node, " ("+why+")")
-		writeUnreadyPods(dctx, &b, cs, metav1.NamespaceAll,
-			metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String()})
-	}
-	return errors.New(strings.TrimRight(b.String(), "\n"))
+	})
 }
 
 // WaitPodsReady waits until the named pods in namespace are Ready (the
@@ -221,20 +225,18 @@ func WaitPodsReady(ctx context.Context, cs kubernetes.Interface, namespace strin
 	if err == nil {
 		return nil
 	}
-	dctx, cancel := DiagnoseContext(ctx)
-	defer cancel()
-	var b strings.Builder
-	fmt.Fprintf(&b, "waiting for pods %s in %s to be Ready: %v\n", strings.Join(pending, ", "), namespace, err)
-	for _, n := range pending {
-		p, gerr := cs.CoreV1().Pods(namespace).Get(dctx, n, metav1.GetOptions{})
-		if gerr != nil {
-			fmt.Fprintf(&b, "pod %s/%s: %v\n", namespace, n, gerr)
-			WriteEvents(dctx, &b, cs, "Pod", namespace, n, "  ")
-			continue
+	header := fmt.Sprintf("waiting for pods %s in %s to be Ready: %v", strings.Join(pending, ", "), namespace, err)
+	return diagnosed(ctx, header, func(ctx context.Context, b *strings.Builder) {
+		for _, n := range pending {
+			p, gerr := cs.CoreV1().Pods(namespace).Get(ctx, n, metav1.GetOptions{})
+			if gerr != nil {
+				fmt.Fprintf(b, "pod %s/%s: %v\n", namespace, n, gerr)
+				WriteEvents(ctx, b, cs, "Pod", namespace, n, "  ")
+				continue
+			}
+			WritePod(ctx, b, cs, p, "")
 		}
-		WritePod(dctx, &b, cs, p, "")
-	}
-	return errors.New(strings.TrimRight(b.String(), "\n"))
+	})
 }
 
 // notReady returns the names, in order, whose object in objs is missing or
