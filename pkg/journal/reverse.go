@@ -11,6 +11,19 @@ import (
 // that are already gone: those succeed, with a note saying so.
 type UndoFunc func(ctx context.Context, e *Entry) (note string, err error)
 
+// UndoRecord is the UndoFunc of an operation whose entries hold an R: undo
+// is given the record, and an entry that does not decode fails as every
+// other one does.
+func UndoRecord[R any](undo func(ctx context.Context, rec R) (note string, err error)) UndoFunc {
+	return func(ctx context.Context, e *Entry) (string, error) {
+		var rec R
+		if err := e.Decode(&rec); err != nil {
+			return "", err
+		}
+		return undo(ctx, rec)
+	}
+}
+
 // Undoers maps operation names to their undo.
 type Undoers map[string]UndoFunc
 

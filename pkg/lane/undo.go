@@ -28,16 +28,12 @@ func undoers(l *config.Lane, cli *client.Client, p *provider.Provider, force boo
 
 // laneUndoers are the undoers of the lane's own operations.
 func laneUndoers() journal.Undoers {
-	return journal.Undoers{OpFile: undoFile, OpHostSysctls: undoHostSysctls}
+	return journal.Undoers{OpFile: journal.UndoRecord(undoFile), OpHostSysctls: journal.UndoRecord(undoHostSysctls)}
 }
 
 // undoFile puts back the file writeOutsideFile replaced, or removes the one
 // it made.
-func undoFile(_ context.Context, e *journal.Entry) (string, error) {
-	var r fileRecord
-	if err := e.Decode(&r); err != nil {
-		return "", err
-	}
+func undoFile(_ context.Context, r fileRecord) (string, error) {
 	if r.Backup != "" {
 		if _, err := os.Stat(r.Backup); err == nil {
 			b, err := os.ReadFile(r.Backup)
@@ -61,11 +57,7 @@ func undoFile(_ context.Context, e *journal.Entry) (string, error) {
 
 // undoHostSysctls drops the lane's hold on the host sysctls; the host's
 // last lane gives back what kubelet changed (hostsysctl.go).
-func undoHostSysctls(_ context.Context, e *journal.Entry) (string, error) {
-	var rec sysctlRecord
-	if err := e.Decode(&rec); err != nil {
-		return "", err
-	}
+func undoHostSysctls(_ context.Context, rec sysctlRecord) (string, error) {
 	h := sysctlHost{Root: "/proc/sys", StateDir: rec.StateDir}
 	return h.release(rec.Lane, func(lane string) bool { return statedir.Dir(rec.StateDir).Lane(lane).HasJournal() })
 }

@@ -42,11 +42,7 @@ func Undoers(p *Provider) journal.Undoers {
 			}
 			return "removed " + strings.Join(removed, ", "), nil
 		},
-		OpRegistry: func(ctx context.Context, e *journal.Entry) (string, error) {
-			var r ClusterRecord
-			if err := e.Decode(&r); err != nil {
-				return "", err
-			}
+		OpRegistry: journal.UndoRecord(func(ctx context.Context, r ClusterRecord) (string, error) {
 			ok, err := p.deleteRegistry(ctx, r.Name)
 			if err != nil {
 				return "", err
@@ -55,6 +51,6 @@ func Undoers(p *Provider) journal.Undoers {
 				return fmt.Sprintf("registry %s was already gone", RegistryName(r.Name)), nil
 			}
 			return "", nil
-		},
+		}),
 	}
 }

@@ -206,7 +206,7 @@ func (l *Leaser) lease(s *Session, lane string, pf PF) error {
 
 // undoLease removes the lease file if it still belongs to the journal that
 // wrote it (a reclaimed lease may have been re-leased by another lane).
-func undoLease(rec LeaseRecord) (string, error) {
+func undoLease(_ context.Context, rec LeaseRecord) (string, error) {
 	b, err := os.ReadFile(rec.File)
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil

@@ -168,7 +168,7 @@ func (s *Session) rename(oh *netlink.Handle, link netlink.Link, rec RenameRecord
 
 // undoRename gives the link its name back if it is in the current netns
 // under the collision name. Elsewhere, the move's undo restores the name.
-func (d Restorer) undoRename(rec RenameRecord) (string, error) {
+func (d Restorer) undoRename(_ context.Context, rec RenameRecord) (string, error) {
 	cur, oh, _, err := d.originHandle(rec.Origin, rec.Boot)
 	if err != nil {
 		return "", err

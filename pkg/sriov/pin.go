@@ -125,7 +125,7 @@ func ContainerNetns(ctx context.Context, c ContainerTarget) (NetnsID, error) {
 
 // undoPin releases the pin; the netns then lives only as long as its
 // container (if any). Moves out of it were undone before, newest first.
-func undoPin(rec PinRecord) (string, error) {
+func undoPin(_ context.Context, rec PinRecord) (string, error) {
 	for {
 		err := unix.Unmount(rec.Path, unix.MNT_DETACH)
 		if err == nil {

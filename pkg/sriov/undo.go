@@ -40,39 +40,11 @@ type Restorer struct {
 // with a note when its object is gone.
 func Undoers(d Restorer) journal.Undoers {
 	return journal.Undoers{
-		OpLease: func(_ context.Context, e *journal.Entry) (string, error) {
-			var rec LeaseRecord
-			if err := e.Decode(&rec); err != nil {
-				return "", err
-			}
-			return undoLease(rec)
-		},
-		OpRename: func(_ context.Context, e *journal.Entry) (string, error) {
-			var rec RenameRecord
-			if err := e.Decode(&rec); err != nil {
-				return "", err
-			}
-			return d.undoRename(rec)
-		},
-		OpMove: func(ctx context.Context, e *journal.Entry) (string, error) {
-			var rec MoveRecord
-			if err := e.Decode(&rec); err != nil {
-				return "", err
-			}
-			return d.returnLink(ctx, rec)
-		},
-		OpPin: func(_ context.Context, e *journal.Entry) (string, error) {
-			var rec PinRecord
-			if err := e.Decode(&rec); err != nil {
-				return "", err
-			}
-			return undoPin(rec)
-		},
-		OpAutoprobe: func(_ context.Context, e *journal.Entry) (string, error) {
-			var rec AutoprobeRecord
-			if err := e.Decode(&rec); err != nil {
-				return "", err
-			}
+		OpLease:  journal.UndoRecord(undoLease),
+		OpRename: journal.UndoRecord(d.undoRename),
+		OpMove:   journal.UndoRecord(d.returnLink),
+		OpPin:    journal.UndoRecord(undoPin),
+		OpAutoprobe: journal.UndoRecord(func(_ context.Context, rec AutoprobeRecord) (string, error) {
 			if !d.Sysfs.Exists(rec.PCI) {
 				return fmt.Sprintf("PCI device %s is gone; autoprobe not restored", rec.PCI), nil
 			}
@@ -80,21 +52,9 @@ func Undoers(d Restorer) journal.Undoers {
 				return "", fmt.Errorf("restoring autoprobe of %s: %w", rec.PCI, err)
 			}
 			return d.probeOriginalVFs(rec)
-		},
-		OpNumVFs: func(ctx context.Context, e *journal.Entry) (string, error) {
-			var rec NumVFsRecord
-			if err := e.Decode(&rec); err != nil {
-				return "", err
-			}
-			return d.undoNumVFs(ctx, rec)
-		},
-		OpBind: func(ctx context.Context, e *journal.Entry) (string, error) {
-			var rec BindRecord
-			if err := e.Decode(&rec); err != nil {
-				return "", err
-			}
-			return d.undoBind(ctx, rec)
-		},
+		}),
+		OpNumVFs: journal.UndoRecord(d.undoNumVFs),
+		OpBind:   journal.UndoRecord(d.undoBind),
 	}
 }
 
