@@ -39,6 +39,19 @@ func intSetter(field string, p func(*Lane) *int) func(*Lane, string) error {
 	}
 }
 
+// boolSetter takes a set function rather than a pointer, as some booleans
+// are pointers themselves (unset is not false).
+func boolSetter(field string, set func(l *Lane, b bool)) func(*Lane, string) error {
+	return func(l *Lane, v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return invalid(field, "true or false", "%q", v)
+		}
+		set(l, b)
+		return nil
+	}
+}
+
 func strSetter(p func(*Lane) *string) func(*Lane, string) error {
 	return func(l *Lane, v string) error { *p(l) = v; return nil }
 }
@@ -78,14 +91,7 @@ func Settings() []Setting {
 		{"k3s-image", "k3sImage", []string{"SRIOV_LANE_K3S_IMAGE"}, "string", "k3s node image", strSetter(func(l *Lane) *string { return &l.K3sImage })},
 		{"tools-image", "toolsImage", []string{"SRIOV_LANE_TOOLS_IMAGE"}, "string", "k3d tools image (mirrors, air-gapped hosts)", strSetter(func(l *Lane) *string { return &l.ToolsImage })},
 		{"api-port", "apiPort", []string{"SRIOV_LANE_API_PORT", "HOST_PORT"}, "int", "host port of the Kubernetes API on 127.0.0.1", intSetter("apiPort", func(l *Lane) *int { return &l.APIPort })},
-		{"registry", "registry.enabled", []string{"SRIOV_LANE_REGISTRY"}, "bool", "run a local registry for the dev loop", func(l *Lane, v string) error {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return invalid("registry.enabled", "true or false", "%q", v)
-			}
-			l.Registry.Enabled = &b
-			return nil
-		}},
+		{"registry", "registry.enabled", []string{"SRIOV_LANE_REGISTRY"}, "bool", "run a local registry for the dev loop", boolSetter("registry.enabled", func(l *Lane, b bool) { l.Registry.Enabled = &b })},
 		{"registry-address", "registry.address", []string{"SRIOV_LANE_REGISTRY_ADDRESS"}, "string", "host address of the registry", strSetter(func(l *Lane) *string { return &l.Registry.Address })},
 		{"pfs-include", "pfs.include", []string{"SRIOV_LANE_PFS_INCLUDE"}, "list", "PFs the lane may take (names, PCI addresses, globs)", listSetter(func(l *Lane) *[]string { return &l.PFs.Include })},
 		{"pfs-exclude", "pfs.exclude", []string{"SRIOV_LANE_PFS_EXCLUDE", "PF_BLACKLIST"}, "list", "PFs the lane must not take", listSetter(func(l *Lane) *[]string { return &l.PFs.Exclude })},
@@ -96,22 +102,8 @@ func Settings() []Setting {
 		{"image-registry-mirror", "imageRegistryMirror", []string{"SRIOV_LANE_IMAGE_REGISTRY_MIRROR"}, "string", "mirror for every image the lane pulls", strSetter(func(l *Lane) *string { return &l.ImageRegistryMirror })},
 		{"topology-manager-policy", "kubelet.topologyManagerPolicy", []string{"SRIOV_LANE_TOPOLOGY_MANAGER_POLICY", "KUBEVIRT_TOPOLOGY_MANAGER_POLICY"}, "string", "agents' kubelet topology manager policy: none, best-effort, restricted, single-numa-node", strSetter(func(l *Lane) *string { return &l.Kubelet.TopologyManagerPolicy })},
 		{"topology-manager-scope", "kubelet.topologyManagerScope", []string{"SRIOV_LANE_TOPOLOGY_MANAGER_SCOPE"}, "string", "agents' kubelet topology manager scope: container or pod", strSetter(func(l *Lane) *string { return &l.Kubelet.TopologyManagerScope })},
-		{"datastore-on-tmpfs", "server.datastoreOnTmpfs", []string{"SRIOV_LANE_DATASTORE_ON_TMPFS", "KUBEVIRT_WITH_KIND_ETCD_IN_MEMORY"}, "bool", "keep the k3s server's datastore on a tmpfs", func(l *Lane, v string) error {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return invalid("server.datastoreOnTmpfs", "true or false", "%q", v)
-			}
-			l.Server.DatastoreOnTmpfs = &b
-			return nil
-		}},
-		{"network-resources-injector", "components.networkResourcesInjector", []string{"SRIOV_LANE_NETWORK_RESOURCES_INJECTOR"}, "bool", "deploy network-resources-injector: pods get VF requests from their NADs", func(l *Lane, v string) error {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return invalid("components.networkResourcesInjector", "true or false", "%q", v)
-			}
-			l.Components.NetworkResourcesInjector = b
-			return nil
-		}},
+		{"datastore-on-tmpfs", "server.datastoreOnTmpfs", []string{"SRIOV_LANE_DATASTORE_ON_TMPFS", "KUBEVIRT_WITH_KIND_ETCD_IN_MEMORY"}, "bool", "keep the k3s server's datastore on a tmpfs", boolSetter("server.datastoreOnTmpfs", func(l *Lane, b bool) { l.Server.DatastoreOnTmpfs = &b })},
+		{"network-resources-injector", "components.networkResourcesInjector", []string{"SRIOV_LANE_NETWORK_RESOURCES_INJECTOR"}, "bool", "deploy network-resources-injector: pods get VF requests from their NADs", boolSetter("components.networkResourcesInjector", func(l *Lane, b bool) { l.Components.NetworkResourcesInjector = b })},
 		{"kubeconfig", "kubeconfig", []string{"SRIOV_LANE_KUBECONFIG"}, "string", "where to write the lane's kubeconfig", strSetter(func(l *Lane) *string { return &l.Kubeconfig })},
 		{"wait-timeout", "waitTimeout", []string{"SRIOV_LANE_WAIT_TIMEOUT"}, "duration", "how long up waits for the cluster and VFs", func(l *Lane, v string) error {
 			d, err := time.ParseDuration(v)
