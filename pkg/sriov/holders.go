@@ -82,14 +82,7 @@ var ErrGroupHeld = errors.New("VFIO group still in use")
 
 // vfioGroup is the IOMMU group of a PCI device, "" when it has none.
 func vfioGroup(sys Sysfs, bdf string) (string, error) {
-	target, err := os.Readlink(sys.Attr(bdf, "iommu_group"))
-	if errors.Is(err, os.ErrNotExist) {
-		return "", nil
-	}
-	if err != nil {
-		return "", fmt.Errorf("reading the IOMMU group of %s: %w", bdf, err)
-	}
-	return filepath.Base(target), nil
+	return sys.linked(bdf, "iommu_group", "the IOMMU group")
 }
 
 // vfioTarget is how a VF's VFIO files are recognised in another process's

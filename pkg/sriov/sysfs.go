@@ -70,12 +70,20 @@ func (s Sysfs) ReadInt(bdf, name string) (int, error) {
 
 // Driver returns the name of the driver bound to bdf, "" when unbound.
 func (s Sysfs) Driver(bdf string) (string, error) {
-	target, err := os.Readlink(s.Attr(bdf, "driver"))
+	return s.linked(bdf, "driver", "driver")
+}
+
+// linked is the name bdf's link attr points at, "" when bdf has no such
+// link: the kernel shows what a function belongs to (its driver, its IOMMU
+// group) as a link, there only while it belongs to one. what names it in
+// the error.
+func (s Sysfs) linked(bdf, attr, what string) (string, error) {
+	target, err := os.Readlink(s.Attr(bdf, attr))
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("reading driver of %s: %w", bdf, err)
+		return "", fmt.Errorf("reading %s of %s: %w", what, bdf, err)
 	}
 	return filepath.Base(target), nil
 }
