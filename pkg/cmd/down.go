@@ -26,8 +26,8 @@ nothing to do.`,
   sriov-lane down --config lane.yaml --force`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			cli, _ := g.docker() // nil: the lane call connects, and says why it cannot, when it needs Docker
 			return lf.eachLane(all, "not fully down", func(l *config.Lane) error {
+				cli, _ := g.docker(l) // nil: the lane call connects, and says why it cannot, when it needs the engine
 				rep, err := lane.Down(c.Context(), l, lane.DownOptions{Docker: cli, Out: g.streams.Err, Verbose: g.verbose, Force: force})
 				switch {
 				case err != nil:

@@ -45,7 +45,7 @@ pre-seeded imageRegistryMirror, which up needs no second command for.`,
 				}
 				images = append(planned, images...)
 			}
-			cli, err := g.docker()
+			cli, err := g.docker(l)
 			if err != nil {
 				return err
 			}

@@ -41,8 +41,8 @@ recorded baselines cannot be reset: down and up it once.`,
 			if timeout <= 0 {
 				return usagef("--timeout %s: must be positive", timeout)
 			}
-			cli, _ := g.docker() // nil: the lane call connects, and says why it cannot, when it needs Docker
 			return lf.eachLane(all, "not reset", func(l *config.Lane) error {
+				cli, _ := g.docker(l) // nil: the lane call connects, and says why it cannot, when it needs the engine
 				start := time.Now()
 				rep, err := lane.Reset(c.Context(), l, lane.ResetOptions{Docker: cli, Out: g.streams.Err, Verbose: g.verbose, Timeout: timeout})
 				if err != nil {

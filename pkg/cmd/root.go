@@ -61,9 +61,10 @@ func ExitCode(err error) int {
 type globals struct {
 	verbose bool
 	streams IOStreams
-	// cli is the run's Docker client, made by the first command that asks
-	// (docker) and closed when the run ends (close).
-	cli *client.Client
+	// clis are the run's clients, one per engine address, made when a
+	// lane first asks (docker) and closed when the run ends (close):
+	// down --all may meet lanes on Docker and on Podman.
+	clis map[string]*client.Client
 	// note is what the first Ctrl-C says (interruptNote); a command whose
 	// interruption does more than stop sets its own.
 	note atomic.Pointer[string]
@@ -77,17 +78,25 @@ func (g *globals) interruptNote() string {
 	return interruptedNote
 }
 
-// docker is the command run's Docker client: every lane and provider call
-// of the run shares it.
-func (g *globals) docker() (*client.Client, error) {
-	if g.cli == nil {
-		cli, err := provider.Connect()
-		if err != nil {
-			return nil, err
-		}
-		g.cli = cli
+// docker is the command run's client of the engine lane l runs on: every
+// lane and provider call of the run on that engine shares it.
+func (g *globals) docker(l *config.Lane) (*client.Client, error) {
+	e, err := provider.HostEngine(l.ContainerEngine)
+	if err != nil {
+		return nil, err
 	}
-	return g.cli, nil
+	if cli, ok := g.clis[e.Host]; ok {
+		return cli, nil
+	}
+	cli, err := e.Connect()
+	if err != nil {
+		return nil, err
+	}
+	if g.clis == nil {
+		g.clis = map[string]*client.Client{}
+	}
+	g.clis[e.Host] = cli
+	return cli, nil
 }
 
 // log is the run's logger: warnings, errors and -v detail, on stderr like
@@ -95,8 +104,8 @@ func (g *globals) docker() (*client.Client, error) {
 func (g *globals) log() log.Logger { return log.NewPrinter(g.streams.Err, g.verbose) }
 
 func (g *globals) close() {
-	if g.cli != nil {
-		g.cli.Close()
+	for _, cli := range g.clis {
+		cli.Close()
 	}
 }
 

@@ -57,7 +57,7 @@ what to do and exits 1.`,
 			if err != nil {
 				return err
 			}
-			cli, _ := g.docker() // nil: the lane call connects, and says why it cannot, when it needs Docker
+			cli, _ := g.docker(saved) // nil: the lane call connects, and says why it cannot, when it needs Docker
 			st, err := lane.Describe(c.Context(), saved, cli)
 			if err != nil {
 				return err

@@ -46,7 +46,7 @@ PFs first, unless --retain.`,
 				defer os.Setenv("TMPDIR", os.Getenv("TMPDIR"))
 				os.Setenv("TMPDIR", tmp)
 			}
-			cli, _ := g.docker() // nil: the lane call connects, and says why it cannot, when it needs Docker
+			cli, _ := g.docker(l) // nil: the lane call connects, and says why it cannot, when it needs Docker
 			if !retain {
 				note := interruptedUpNote
 				g.note.Store(&note)

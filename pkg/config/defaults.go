@@ -105,6 +105,15 @@ func (l *Lane) DatastoreOnTmpfs() bool {
 // ClusterName is the k3d cluster's name; containers are k3d-<name>-agent-N.
 func (l *Lane) ClusterName() string { return l.Name }
 
+// EngineCLI is the command a user runs on the lane's node containers:
+// the engine up recorded, docker for a lane saved before it did.
+func (l *Lane) EngineCLI() string {
+	if l.ContainerEngine == "" {
+		return EngineDocker
+	}
+	return l.ContainerEngine
+}
+
 // Dir is this lane's directory in its state dir: its journal, saved config
 // and outputs (pkg/statedir names each).
 func (l *Lane) Dir() statedir.LaneDir { return statedir.Dir(l.StateDir).Lane(l.Name) }

@@ -88,6 +88,7 @@ func Settings() []Setting {
 		{"node-label", "nodeLabel", []string{"SRIOV_LANE_NODE_LABEL"}, "string", "key=value label for agents with PFs", strSetter(func(l *Lane) *string { return &l.NodeLabel })},
 		{"cni", "cni", []string{"SRIOV_LANE_CNI"}, "string", "flannel or calico", strSetter(func(l *Lane) *string { return &l.CNI })},
 		{"ip-family", "ipFamily", []string{"SRIOV_LANE_IP_FAMILY", "IPFAMILY"}, "string", "cluster IP family: ipv4, ipv6 or dual", strSetter(func(l *Lane) *string { return &l.IPFamily })},
+		{"container-engine", "containerEngine", []string{"SRIOV_LANE_CONTAINER_ENGINE", "CRI_BIN", "KUBEVIRTCI_RUNTIME"}, "string", "docker or podman; unset: DOCKER_HOST's engine, else Docker's socket, else rootful Podman's", strSetter(func(l *Lane) *string { return &l.ContainerEngine })},
 		{"k3s-image", "k3sImage", []string{"SRIOV_LANE_K3S_IMAGE"}, "string", "k3s node image", strSetter(func(l *Lane) *string { return &l.K3sImage })},
 		{"tools-image", "toolsImage", []string{"SRIOV_LANE_TOOLS_IMAGE"}, "string", "k3d tools image (mirrors, air-gapped hosts)", strSetter(func(l *Lane) *string { return &l.ToolsImage })},
 		{"api-port", "apiPort", []string{"SRIOV_LANE_API_PORT", "HOST_PORT"}, "int", "host port of the Kubernetes API on 127.0.0.1", intSetter("apiPort", func(l *Lane) *int { return &l.APIPort })},

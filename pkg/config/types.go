@@ -45,6 +45,13 @@ const (
 	TopologyScopePod             = "pod"
 )
 
+// Container engines a lane's nodes can run on, both through the Docker
+// API (pkg/provider picks the engine's socket and says what each differs in).
+const (
+	EngineDocker = "docker"
+	EnginePodman = "podman"
+)
+
 // CNIs the lane can deploy as the cluster's primary network (pkg/cni
 // builds them, pkg/config picks their pod networks).
 const (
@@ -87,6 +94,11 @@ type Lane struct {
 	// IPFamily is the cluster network's IP family: ipv4, ipv6 or dual
 	// (kubevirtci's IPFAMILY).
 	IPFamily string `json:"ipFamily"`
+	// ContainerEngine is what runs the lane's nodes: docker or podman
+	// (rootful). Empty, the engine DOCKER_HOST names, else Docker's socket
+	// if it exists, else Podman's; up records the engine it found, so every
+	// later command of the lane talks to the same one.
+	ContainerEngine string `json:"containerEngine,omitempty"`
 	// K3sImage is the node image, pinned to a real rancher/k3s release.
 	K3sImage string `json:"k3sImage"`
 	// ToolsImage overrides k3d's tools image (air-gapped hosts, mirrors).

@@ -92,6 +92,11 @@ func Validate(l *Lane) error {
 	if l.CNI != CNIFlannel && l.CNI != CNICalico {
 		add(invalid("cni", "one of flannel, calico", "%q is unknown", l.CNI))
 	}
+	switch l.ContainerEngine {
+	case "", EngineDocker, EnginePodman:
+	default:
+		add(invalid("containerEngine", "docker or podman (kubevirtci's CRI_BIN), or unset to find the engine", "%q is unknown", l.ContainerEngine))
+	}
 	switch l.IPFamily {
 	case IPFamilyIPv4, IPFamilyIPv6, IPFamilyDual:
 	default:

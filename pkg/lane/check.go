@@ -41,9 +41,12 @@ type CheckResult struct {
 // Checker runs the preflight checks. It changes nothing on the host.
 type Checker struct {
 	Lane *config.Lane
-	// Docker is the command run's Docker client; nil: the docker check
-	// connects from the environment.
+	// Docker is the command run's client of the lane's engine; nil: the
+	// engine check connects to the one the lane's containerEngine selects.
 	Docker *client.Client
+	// Engine is what the engine check found the engine to be (Run sets it;
+	// zero when it could not tell).
+	Engine provider.EngineInfo
 	// PFs lists PF candidates; injected so check and up share discovery.
 	PFs func(ctx context.Context) (PFReport, error)
 }
@@ -108,7 +111,7 @@ func (c *Checker) Run(ctx context.Context) []CheckResult {
 		add("root", Fail, fmt.Sprintf("running as uid %d", os.Geteuid()), "moving PFs and writing sysfs need root: run it as root")
 	}
 
-	c.checkDocker(ctx, add)
+	c.checkEngine(ctx, add)
 	checkCgroup(provider.HostCgroupRoot, add)
 	checkInotify(inotifyInstancesFile, add)
 	c.checkSysfs(add)
@@ -166,41 +169,69 @@ func Failed(results []CheckResult) bool {
 	return false
 }
 
-// dockerCheckTimeout bounds check's Docker calls together (the ping and
-// the look-up for an existing lane): a few local API calls that answer in
-// milliseconds, so a dockerd that takes five seconds is reported rather
+// engineCheckTimeout bounds check's engine calls together (what it is,
+// and the look-up for an existing lane): a few local API calls that answer
+// in milliseconds, so an engine that takes five seconds is reported rather
 // than left to hang check.
-const dockerCheckTimeout = 5 * time.Second
+const engineCheckTimeout = 5 * time.Second
 
-func (c *Checker) checkDocker(ctx context.Context, add func(string, CheckStatus, string, string)) {
-	cli, release, err := dockerFor(c.Docker)
+// checkEngine names the container engine the lane would run on (which,
+// its version and API version, where) and fails on one a lane cannot use:
+// unreachable, rootless, too old, or not the engine containerEngine asks for.
+func (c *Checker) checkEngine(ctx context.Context, add func(string, CheckStatus, string, string)) {
+	want := c.Lane.ContainerEngine
+	cli, release, err := dockerFor(c.Docker, want)
 	if err != nil {
-		add("docker", Fail, err.Error(), "check DOCKER_HOST")
+		add("engine", Fail, err.Error(), "")
+		add("k3s-image", Warn, "not checked: no container engine", "")
 		return
 	}
 	defer release()
-	pctx, cancel := context.WithTimeout(ctx, dockerCheckTimeout)
+	pctx, cancel := context.WithTimeout(ctx, engineCheckTimeout)
 	defer cancel()
-	ping, err := cli.Ping(pctx)
+	info, err := provider.Identify(pctx, cli)
 	if err != nil {
-		add("docker", Fail, "Docker not reachable: "+err.Error(), "start dockerd (systemctl start docker) or set DOCKER_HOST")
-		add("k3s-image", Warn, "not checked: Docker not reachable", "")
+		add("engine", Fail, "not reachable: "+err.Error(), startEngineHint(want))
+		add("k3s-image", Warn, "not checked: container engine not reachable", "")
 		return
 	}
-	add("docker", Pass, "Docker API "+ping.APIVersion, "")
+	c.Engine = info
+	at := info.String() + " at " + cli.DaemonHost()
+	switch {
+	case want != "" && info.Name != want:
+		add("engine", Fail, "containerEngine is "+want+" but the engine is "+at, "point DOCKER_HOST at "+want+"'s socket or unset it, or set containerEngine (--container-engine, CRI_BIN) to "+info.Name)
+		add("k3s-image", Warn, "not checked: not the engine asked for", "")
+		return
+	case info.Refusal() != "":
+		add("engine", Fail, at+": "+info.Refusal(), "run the engine as root, and sriov-lane as root against it")
+		add("k3s-image", Warn, "not checked: the engine cannot run a lane", "")
+		return
+	}
+	add("engine", Pass, at, "")
 	switch err := provider.NewWithClient(cli).RefuseExisting(pctx, c.Lane.ClusterName(), c.Lane.RegistryEnabled()); {
 	case errors.Is(err, provider.ErrExists):
 		add("cluster-name", Fail, err.Error(), "pick another --name, or 'sriov-lane down --name "+c.Lane.Name+"' if it is this tool's lane")
 	case err != nil:
-		add("cluster-name", Fail, "looking for k3d cluster "+c.Lane.ClusterName()+": "+err.Error(), "check Docker")
+		add("cluster-name", Fail, "looking for k3d cluster "+c.Lane.ClusterName()+": "+err.Error(), "check the container engine")
 	default:
 		add("cluster-name", Pass, "no k3d cluster named "+c.Lane.ClusterName(), "")
 	}
 	if _, err := cli.ImageInspect(pctx, c.Lane.K3sImage); err == nil {
 		add("k3s-image", Pass, c.Lane.K3sImage+" present locally", "")
 	} else {
-		add("k3s-image", Warn, c.Lane.K3sImage+" not present locally: up will pull it", "docker pull "+c.Lane.K3sImage+" ahead of time, or set imageRegistryMirror")
+		add("k3s-image", Warn, c.Lane.K3sImage+" not present locally: up will pull it", info.Name+" pull "+c.Lane.K3sImage+" ahead of time, or set imageRegistryMirror")
 	}
+}
+
+// startEngineHint says how to start the engine a lane asked for.
+func startEngineHint(want string) string {
+	switch want {
+	case config.EngineDocker:
+		return "start dockerd (systemctl start docker), or set DOCKER_HOST"
+	case config.EnginePodman:
+		return "start Podman's API socket as root (systemctl enable --now podman.socket), or set DOCKER_HOST"
+	}
+	return "start dockerd (systemctl start docker) or Podman's API socket (systemctl enable --now podman.socket), or set DOCKER_HOST"
 }
 
 // checkCgroup reports the host's cgroup version. v1 is no failure, up

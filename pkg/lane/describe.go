@@ -100,7 +100,7 @@ func Describe(ctx context.Context, l *config.Lane, docker *client.Client) (*Lane
 			st.Pending++
 		}
 	}
-	cli, release, err := dockerFor(docker)
+	cli, release, err := dockerFor(docker, l.ContainerEngine)
 	if err != nil {
 		return nil, err
 	}
@@ -193,7 +193,7 @@ func locatePF(ctx context.Context, l *config.Lane, cli *client.Client, nodes []p
 		return ""
 	case w.AgentDown:
 		ps.State = "agent not running"
-		return fmt.Sprintf("%s: agent %s is not running; start it (docker start %s), then run 'sriov-lane repair --name %s'", pl.PF, pl.Node, pl.Node, l.Name)
+		return fmt.Sprintf("%s: agent %s is not running; start it (%s start %s), then run 'sriov-lane repair --name %s'", pl.PF, pl.Node, l.EngineCLI(), pl.Node, l.Name)
 	case w.InPin && w.AgentMoved:
 		ps.State = "in old netns"
 		return fmt.Sprintf("%s: agent %s restarted into a new network namespace and its PF stayed in the old (pinned) one: run 'sriov-lane repair --name %s'", pl.PF, pl.Node, l.Name)

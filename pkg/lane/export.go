@@ -44,7 +44,7 @@ func ExportLogs(ctx context.Context, l *config.Lane, docker *client.Client, dir 
 	note("journal", copyFile(l.Dir().Journal(), filepath.Join(out, "journal.jsonl")))
 	note("lane config", copyFile(l.Dir().SavedConfig(), filepath.Join(out, "lane.yaml")))
 
-	cli, release, err := dockerFor(docker)
+	cli, release, err := dockerFor(docker, l.ContainerEngine)
 	if err != nil {
 		return out, err
 	}

@@ -260,7 +260,7 @@ func brokenAgents(ctx context.Context, c *Session) ([]brokenAgent, error) {
 				return nil, fmt.Errorf("locating %s: %w", pf, err)
 			}
 			if w.AgentDown {
-				return nil, fmt.Errorf("agent %s is not running: start it (docker start %s), then run repair again", name, name)
+				return nil, fmt.Errorf("agent %s is not running: start it (%s start %s), then run repair again", name, l.EngineCLI(), name)
 			}
 			if !w.InAgent {
 				out = append(out, brokenAgent{agent: a, pfs: pfs[name]})

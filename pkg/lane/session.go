@@ -81,7 +81,7 @@ func openLane(l *config.Lane, cli *client.Client, out io.Writer, verbose bool) (
 		}
 		return nil, nil, err
 	}
-	cli, release, err := dockerFor(cli)
+	cli, release, err := dockerFor(cli, l.ContainerEngine)
 	if err != nil {
 		j.Close()
 		return nil, nil, err
@@ -90,13 +90,14 @@ func openLane(l *config.Lane, cli *client.Client, out io.Writer, verbose bool) (
 	return c, func() { release(); j.Close() }, nil
 }
 
-// dockerFor returns the command run's Docker client cli or, when a caller
-// has none to give (nil), one of its own; release closes only the latter.
-func dockerFor(cli *client.Client) (_ *client.Client, release func(), err error) {
+// dockerFor returns the command run's client of the lane's engine cli or,
+// when a caller has none to give (nil), one of its own of the engine the
+// lane's containerEngine selects; release closes only the latter.
+func dockerFor(cli *client.Client, engine string) (_ *client.Client, release func(), err error) {
 	if cli != nil {
 		return cli, func() {}, nil
 	}
-	if cli, err = provider.Connect(); err != nil {
+	if cli, err = provider.Connect(engine); err != nil {
 		return nil, nil, err
 	}
 	return cli, func() { cli.Close() }, nil

@@ -52,6 +52,11 @@ func stepPreflight(ctx context.Context, c *Session) error {
 	if len(failed) > 0 {
 		return &PreflightError{Failed: failed}
 	}
+	// The saved config names the engine found, so that down, status and
+	// repair talk to it even where DOCKER_HOST is set otherwise, or unset.
+	if c.Lane.ContainerEngine == "" {
+		c.Lane.ContainerEngine = ck.Engine.Name
+	}
 	return nil
 }
 

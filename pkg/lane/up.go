@@ -53,7 +53,7 @@ func Up(ctx context.Context, l *config.Lane, opts UpOptions) ([]StepTiming, erro
 	if l.Dir().HasJournal() {
 		return nil, fmt.Errorf("lane %q already exists (journal %s): run 'sriov-lane down --name %s' first, or pick another --name", l.Name, l.Dir().Journal(), l.Name)
 	}
-	cli, release, err := dockerFor(opts.Docker)
+	cli, release, err := dockerFor(opts.Docker, l.ContainerEngine)
 	if err != nil {
 		return nil, err
 	}

@@ -1,5 +1,6 @@
 // Package provider runs the lane's cluster on the k3d Go library: one k3s
-// server and N agents in Docker, a local registry for the dev loop, the
+// server and N agents in Docker or rootful Podman (both through the Docker
+// API), a local registry for the dev loop, the
 // node containers (stopped, loaded with images, prepared), the kubeconfig
 // and a kubectl taken from the server image. Nodes' network namespaces are
 // pkg/sriov's business (through pkg/containerns): nothing here enters one.
@@ -9,6 +10,8 @@
 //
 // Where things live (TestDocFileMap keeps this list true):
 //   - provider.go:      Provider and the Docker client it holds
+//   - engine.go:        which container engine (Docker or rootful Podman)
+//     and where its API is; what the engine is and why a lane cannot use it
 //   - create.go:        Create, the cluster and registry made and waited
 //     for, everything removed again on failure; RefuseExisting
 //   - clusterconfig.go: the lane as k3d's SimpleConfig (k3s args, kubelet

@@ -1,8 +1,6 @@
 package provider
 
 import (
-	"fmt"
-
 	"github.com/docker/docker/client"
 )
 
@@ -18,15 +16,14 @@ type Provider struct {
 // containerd. k3s's ctr defaults to the k8s.io namespace kubelet uses.
 var defaultImportCmd = []string{"ctr", "images", "import", "--all-platforms", "-"}
 
-// Connect makes a client of the Docker daemon the environment names
-// (DOCKER_HOST, as k3d itself, which opens its own connections the same
-// way). A command run makes one and shares it; the caller closes it.
-func Connect() (*client.Client, error) {
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+// Connect makes a client of the engine a lane whose containerEngine is
+// setting runs on (SelectEngine) and points k3d at it too.
+func Connect(setting string) (*client.Client, error) {
+	e, err := HostEngine(setting)
 	if err != nil {
-		return nil, fmt.Errorf("connecting to Docker: %w", err)
+		return nil, err
 	}
-	return cli, nil
+	return e.Connect()
 }
 
 // NewWithClient uses an existing Docker client (the caller closes it).

@@ -45,7 +45,7 @@ func TestCheckOnTheRig(t *testing.T) {
 	if m["pfs"].Status != "pass" || !strings.Contains(m["pfs"].Message, "2 usable") {
 		t.Errorf("pfs: %+v", m["pfs"])
 	}
-	for _, name := range []string{"root", "docker", "sysfs", "vfio-device", "vfio-pci-driver", "iommu", "api-port", "k3s-image"} {
+	for _, name := range []string{"root", "engine", "sysfs", "vfio-device", "vfio-pci-driver", "iommu", "api-port", "k3s-image"} {
 		if m[name].Status != "pass" {
 			t.Errorf("%s: %+v", name, m[name])
 		}

@@ -1,0 +1,224 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/docker/docker/api/types/system"
+	"github.com/docker/docker/client"
+
+	"github.com/sriov-lane/sriov-lane/pkg/config"
+)
+
+// The engines' own sockets: Docker's default (what the docker CLI and k3d
+// use without DOCKER_HOST) and rootful Podman's API service, the path
+// podman.socket listens on (k3d-io/k3d docs/usage/advanced/podman.md@v5.9.0;
+// kubevirt/kubevirtci cluster-up/cluster/ephemeral-provider-common.sh
+// KUBEVIRTCI_PODMAN_SOCKET@39bd4947ba4d).
+const (
+	DockerSocket = "/var/run/docker.sock"
+	PodmanSocket = "/run/podman/podman.sock"
+)
+
+// Engine is where a lane's node containers live: the engine the lane asked
+// for and the address of its Docker-compatible API.
+type Engine struct {
+	// Name is config.EngineDocker or config.EnginePodman; "" when neither
+	// was asked for and DOCKER_HOST named the address: Identify tells.
+	Name string
+	// Host is the API's address, as DOCKER_HOST takes it.
+	Host string
+	// FromEnv says Host came from DOCKER_HOST.
+	FromEnv bool
+}
+
+// SelectEngine finds the engine of a lane whose containerEngine is setting:
+// DOCKER_HOST when set (for either engine, as for k3d and the docker CLI),
+// else the asked-for engine's own socket; unset, Docker's socket when it
+// exists, else rootful Podman's. kubevirtci picks between the two the same
+// way but tries Podman first (kubevirt/kubevirtci hack/detect_cri.sh
+// @39bd4947ba4d): a host with both keeps Docker here unless told (CRI_BIN).
+func SelectEngine(setting string, getenv func(string) string, exists func(string) bool) (Engine, error) {
+	if h := getenv("DOCKER_HOST"); h != "" {
+		return Engine{Name: setting, Host: h, FromEnv: true}, nil
+	}
+	switch setting {
+	case config.EngineDocker:
+		return Engine{Name: setting, Host: "unix://" + DockerSocket}, nil
+	case config.EnginePodman:
+		return Engine{Name: setting, Host: "unix://" + PodmanSocket}, nil
+	}
+	switch {
+	case exists(DockerSocket):
+		return Engine{Name: config.EngineDocker, Host: "unix://" + DockerSocket}, nil
+	case exists(PodmanSocket):
+		return Engine{Name: config.EnginePodman, Host: "unix://" + PodmanSocket}, nil
+	}
+	return Engine{}, fmt.Errorf("no container engine: DOCKER_HOST is not set and neither %s nor %s exists; start Docker (systemctl start docker) or Podman's API socket (systemctl enable --now podman.socket), or set DOCKER_HOST", DockerSocket, PodmanSocket)
+}
+
+// HostEngine is SelectEngine on this process's environment and file system.
+func HostEngine(setting string) (Engine, error) {
+	return SelectEngine(setting, os.Getenv, func(p string) bool { _, err := os.Stat(p); return err == nil })
+}
+
+// Connect makes a client of the engine's API and points the k3d library
+// at the same engine: k3d makes its own clients from DOCKER_HOST (through
+// the docker CLI's options, k3d-io/k3d pkg/runtimes/docker/util.go
+// GetDockerClient@v5.9.0) and mounts DOCKER_SOCK into its tools node
+// (pkg/runtimes/docker/docker.go GetRuntimePath@v5.9.0), and has no other
+// way to be told. A command run makes one client per engine and shares
+// it; the caller closes it.
+func (e Engine) Connect() (*client.Client, error) {
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithHost(e.Host), client.WithAPIVersionNegotiation())
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the container engine at %s: %w", e.Host, err)
+	}
+	if err := os.Setenv("DOCKER_HOST", e.Host); err != nil {
+		return nil, err
+	}
+	if sock, ok := strings.CutPrefix(e.Host, "unix://"); ok {
+		if err := os.Setenv("DOCKER_SOCK", sock); err != nil {
+			return nil, err
+		}
+	}
+	return cli, nil
+}
+
+// EngineInfo is what Identify learns of the engine behind a client.
+type EngineInfo struct {
+	// Name is config.EngineDocker or config.EnginePodman.
+	Name string
+	// Version is the engine's own release (Docker's or Podman's).
+	Version string
+	// APIVersion is the Docker API version it serves.
+	APIVersion string
+	// Rootless says the engine runs as a user, not root.
+	Rootless bool
+}
+
+// String names the engine as check shows it.
+func (i EngineInfo) String() string {
+	name := "Docker"
+	if i.Name == config.EnginePodman {
+		name = "Podman"
+	}
+	s := fmt.Sprintf("%s %s, API %s", name, i.Version, i.APIVersion)
+	if i.Rootless {
+		s += ", rootless"
+	}
+	return s
+}
+
+// podmanComponent is the component Podman's compat /version names itself
+// with (containers/podman pkg/api/handlers/compat/version.go@v4.3.1).
+const podmanComponent = "Podman Engine"
+
+// Identify asks the engine what it is. Podman answers Docker's /version
+// with a "Podman Engine" component; rootless, Docker lists "name=rootless"
+// among its security options and Podman's compat /info carries a Rootless
+// field of its own (containers/podman pkg/api/handlers/compat/info.go
+// @v4.3.1), which Docker's client types drop, so it is read raw.
+func Identify(ctx context.Context, cli *client.Client) (EngineInfo, error) {
+	v, err := cli.ServerVersion(ctx)
+	if err != nil {
+		return EngineInfo{}, fmt.Errorf("asking the engine at %s its version: %w", cli.DaemonHost(), err)
+	}
+	info := EngineInfo{Name: config.EngineDocker, Version: v.Version, APIVersion: v.APIVersion}
+	for _, c := range v.Components {
+		if c.Name == podmanComponent {
+			info.Name, info.Version = config.EnginePodman, c.Version
+		}
+	}
+	if info.Name == config.EnginePodman {
+		info.Rootless, err = podmanRootless(ctx, cli)
+		return info, err
+	}
+	sys, err := cli.Info(ctx)
+	if err != nil {
+		return EngineInfo{}, fmt.Errorf("asking the engine at %s for its info: %w", cli.DaemonHost(), err)
+	}
+	info.Rootless = dockerRootless(sys)
+	return info, nil
+}
+
+func dockerRootless(sys system.Info) bool {
+	return slices.ContainsFunc(sys.SecurityOptions, func(o string) bool {
+		return slices.Contains(strings.Split(o, ","), "name=rootless")
+	})
+}
+
+func podmanRootless(ctx context.Context, cli *client.Client) (bool, error) {
+	u, err := engineURL(cli, "/info")
+	if err != nil {
+		return false, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return false, err
+	}
+	resp, err := cli.HTTPClient().Do(req)
+	if err != nil {
+		return false, fmt.Errorf("asking Podman at %s for its info: %w", cli.DaemonHost(), err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return false, fmt.Errorf("asking Podman at %s for its info: %s", cli.DaemonHost(), resp.Status)
+	}
+	var body struct{ Rootless bool }
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		return false, fmt.Errorf("reading Podman's info: %w", err)
+	}
+	return body.Rootless, nil
+}
+
+// engineURL is path on the client's engine at the API version it
+// negotiated. The client's transport dials a unix socket whatever the
+// URL's host, so any host serves there.
+func engineURL(cli *client.Client, path string) (string, error) {
+	h, err := client.ParseHostURL(cli.DaemonHost())
+	if err != nil {
+		return "", err
+	}
+	host := h.Host
+	if h.Scheme == "unix" || h.Scheme == "npipe" {
+		host = "engine"
+	}
+	scheme := "http"
+	if h.Scheme == "https" {
+		scheme = "https"
+	}
+	return (&url.URL{Scheme: scheme, Host: host, Path: "/v" + cli.ClientVersion() + path}).String(), nil
+}
+
+// MinPodmanMajor is the oldest Podman k3d runs on: its Docker API before 4
+// lacks what k3d calls (k3d-io/k3d docs/usage/advanced/podman.md@v5.9.0,
+// "compatible with Podman v4 and higher"; 4.3.1 is the version it names as
+// tested, and Debian 12's).
+const MinPodmanMajor = 4
+
+// Refusal says why a lane cannot run on the engine, or "" when it can:
+// a lane moves host NICs into its nodes, which a rootless engine's
+// containers cannot be given, and k3d needs Podman 4 or later.
+func (i EngineInfo) Refusal() string {
+	switch {
+	case i.Rootless:
+		return "the engine runs rootless: a lane moves the host's NICs into its node containers' network namespaces, which needs the rootful engine (Docker's or Podman's as root, " + PodmanSocket + ")"
+	case i.Name == config.EnginePodman && majorBelow(i.Version, MinPodmanMajor):
+		return fmt.Sprintf("Podman %s is older than %d.0, the oldest k3d runs on", i.Version, MinPodmanMajor)
+	}
+	return ""
+}
+
+func majorBelow(version string, major int) bool {
+	m, _, _ := strings.Cut(version, ".")
+	n, err := strconv.Atoi(m)
+	return err != nil || n < major
+}

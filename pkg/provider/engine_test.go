@@ -1,0 +1,128 @@
+package provider
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/docker/docker/client"
+
+	"github.com/sriov-lane/sriov-lane/pkg/config"
+	"github.com/sriov-lane/sriov-lane/test/testutil"
+)
+
+func TestSelectEngine(t *testing.T) {
+	for _, tc := range []struct {
+		name, setting, dockerHost string
+		sockets                   []string
+		want                      Engine
+		err                       string
+	}{
+		{name: "DOCKER_HOST wins, engine told later", dockerHost: "unix:///tmp/x.sock", sockets: []string{DockerSocket},
+			want: Engine{Host: "unix:///tmp/x.sock", FromEnv: true}},
+		{name: "DOCKER_HOST with podman asked for", setting: "podman", dockerHost: "unix:///tmp/p.sock",
+			want: Engine{Name: "podman", Host: "unix:///tmp/p.sock", FromEnv: true}},
+		{name: "Docker's socket first", sockets: []string{DockerSocket, PodmanSocket},
+			want: Engine{Name: "docker", Host: "unix://" + DockerSocket}},
+		{name: "Podman's when Docker's is missing", sockets: []string{PodmanSocket},
+			want: Engine{Name: "podman", Host: "unix://" + PodmanSocket}},
+		{name: "podman asked for on a host with both", setting: "podman", sockets: []string{DockerSocket, PodmanSocket},
+			want: Engine{Name: "podman", Host: "unix://" + PodmanSocket}},
+		{name: "docker asked for, socket missing: the connect says so", setting: "docker",
+			want: Engine{Name: "docker", Host: "unix://" + DockerSocket}},
+		{name: "nothing", err: "no container engine: DOCKER_HOST is not set and neither /var/run/docker.sock nor /run/podman/podman.sock exists"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			getenv := func(k string) string {
+				if k == "DOCKER_HOST" {
+					return tc.dockerHost
+				}
+				return ""
+			}
+			exists := func(p string) bool {
+				for _, s := range tc.sockets {
+					if s == p {
+						return true
+					}
+				}
+				return false
+			}
+			got, err := SelectEngine(tc.setting, getenv, exists)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err = %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("SelectEngine = %+v, %v; want %+v", got, err, tc.want)
+			}
+		})
+	}
+}
+
+// fakeEngine answers /version and /info as the engine would. The bodies
+// carry only the fields Identify reads, as each engine names them:
+// Docker's api/types (ServerVersion, SecurityOptions "name=rootless")
+// and Podman's compat handlers (containers/podman
+// pkg/api/handlers/compat/version.go@v4.3.1: a "Podman Engine" component
+// beside an "Engine" one; compat/info.go@v4.3.1: a Rootless field).
+func fakeEngine(t *testing.T, version, info string) *client.Client {
+	t.Helper()
+	var asked []string
+	cli, err := client.NewClientWithOpts(client.WithHost("unix:///fake.sock"), client.WithVersion("1.41"),
+		client.WithHTTPClient(&http.Client{Transport: testutil.RoundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			asked = append(asked, r.URL.Path)
+			body := ""
+			switch {
+			case strings.HasSuffix(r.URL.Path, "/version"):
+				body = version
+			case strings.HasSuffix(r.URL.Path, "/info"):
+				body = info
+			default:
+				t.Errorf("unexpected request %s", r.URL)
+			}
+			return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(strings.NewReader(body)), Request: r}, nil
+		})}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+func TestIdentify(t *testing.T) {
+	const (
+		dockerVersion = `{"Version":"28.2.2","ApiVersion":"1.50","Components":[{"Name":"Engine","Version":"28.2.2"}]}`
+		podmanVersion = `{"Version":"4.3.1","ApiVersion":"1.41","Components":[{"Name":"Podman Engine","Version":"4.3.1"},{"Name":"Engine","Version":"4.3.1"}]}`
+		oldPodman     = `{"Version":"3.4.4","ApiVersion":"1.40","Components":[{"Name":"Podman Engine","Version":"3.4.4"}]}`
+	)
+	for _, tc := range []struct {
+		name, version, info string
+		want                EngineInfo
+		refused             string
+	}{
+		{name: "docker", version: dockerVersion, info: `{"SecurityOptions":["name=seccomp,profile=builtin"]}`,
+			want: EngineInfo{Name: config.EngineDocker, Version: "28.2.2", APIVersion: "1.50"}},
+		{name: "rootless docker", version: dockerVersion, info: `{"SecurityOptions":["name=seccomp,profile=builtin","name=rootless"]}`,
+			want: EngineInfo{Name: config.EngineDocker, Version: "28.2.2", APIVersion: "1.50", Rootless: true}, refused: "rootless"},
+		{name: "rootful podman", version: podmanVersion, info: `{"SecurityOptions":["name=seccomp,profile=default"],"Rootless":false}`,
+			want: EngineInfo{Name: config.EnginePodman, Version: "4.3.1", APIVersion: "1.41"}},
+		{name: "rootless podman", version: podmanVersion, info: `{"SecurityOptions":["name=seccomp,profile=default"],"Rootless":true}`,
+			want: EngineInfo{Name: config.EnginePodman, Version: "4.3.1", APIVersion: "1.41", Rootless: true}, refused: "needs the rootful engine"},
+		{name: "podman 3", version: oldPodman, info: `{"Rootless":false}`,
+			want: EngineInfo{Name: config.EnginePodman, Version: "3.4.4", APIVersion: "1.40"}, refused: "Podman 3.4.4 is older than 4.0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Identify(context.Background(), fakeEngine(t, tc.version, tc.info))
+			if err != nil || got != tc.want {
+				t.Fatalf("Identify = %+v, %v; want %+v", got, err, tc.want)
+			}
+			if r := got.Refusal(); (tc.refused == "") != (r == "") || !strings.Contains(r, tc.refused) {
+				t.Fatalf("Refusal = %q, want one with %q", r, tc.refused)
+			}
+		})
+	}
+}
