@@ -1,10 +1,16 @@
-// Command sriov-lane-runc is an OCI runtime shim for dockerd on hosts whose
-// capability bounding set is smaller than the set Docker grants privileged
-// containers (some VMs drop CAP_SYS_RESOURCE). Real runc refuses to apply a
-// capability the caller cannot hold ("unable to apply caps"), which breaks
-// `--privileged` containers and `docker exec` into them. The shim trims every
-// capability list in the OCI spec to what this process may hold, then
-// replaces itself with the real runc so docker sees no difference.
+// Command sriov-lane-runc is an OCI runtime shim for dockerd and Podman on
+// hosts whose capability bounding set is smaller than the set the engines
+// grant privileged containers (some VMs drop CAP_SYS_RESOURCE). Real runc
+// refuses to apply a capability the caller cannot hold ("unable to apply
+// caps"), which breaks `--privileged` containers and `docker exec` into
+// them; without CAP_SYS_RESOURCE it cannot raise a resource limit either,
+// and rootful Podman asks for RLIMIT_NOFILE and RLIMIT_NPROC far above a
+// VM's ("error setting rlimit type 7: operation not permitted";
+// containers/podman pkg/specgen/generate/oci.go addRlimits@v4.3.1). The
+// shim trims every capability list in the OCI spec to what this process may
+// hold and, lacking CAP_SYS_RESOURCE, every rlimit to this process's hard
+// limit, then replaces itself with the real runc so the engine sees no
+// difference.
 package main
 
 import (
@@ -119,8 +125,9 @@ func boundingSet() (map[string]bool, error) {
 	return nil, fmt.Errorf("no CapBnd line in /proc/self/status")
 }
 
-// rewrite filters the capability lists of an OCI config (process under
-// "process") or of a bare process spec, preserving every other field as-is.
+// rewrite trims the capability lists and, in a container's config
+// (nested: the process under "process"), the rlimits of an OCI spec or of
+// a bare process spec (exec), preserving every other field as it is.
 func rewrite(path string, allowed map[string]bool, nested bool) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -140,39 +147,18 @@ func rewrite(path string, allowed map[string]bool, nested bool) error {
 			return fmt.Errorf("parsing process of %s: %w", path, err)
 		}
 	}
-	rawCaps, ok := proc["capabilities"]
-	if !ok || string(rawCaps) == "null" {
+	capsChanged, err := trimCaps(proc, allowed)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	limitsChanged := false
+	if !allowed["CAP_SYS_RESOURCE"] {
+		if limitsChanged, err = trimRlimits(proc); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	if !capsChanged && !limitsChanged {
 		return nil
-	}
-	var caps map[string]json.RawMessage
-	if err := json.Unmarshal(rawCaps, &caps); err != nil {
-		return fmt.Errorf("parsing capabilities of %s: %w", path, err)
-	}
-	changed := false
-	for kind, raw := range caps {
-		var list []string
-		if err := json.Unmarshal(raw, &list); err != nil {
-			return fmt.Errorf("parsing %s capabilities of %s: %w", kind, path, err)
-		}
-		kept := make([]string, 0, len(list))
-		for _, c := range list {
-			if allowed[c] {
-				kept = append(kept, c)
-			}
-		}
-		if len(kept) == len(list) {
-			continue
-		}
-		changed = true
-		if caps[kind], err = json.Marshal(kept); err != nil {
-			return err
-		}
-	}
-	if !changed {
-		return nil
-	}
-	if proc["capabilities"], err = json.Marshal(caps); err != nil {
-		return err
 	}
 	if nested {
 		if doc["process"], err = json.Marshal(proc); err != nil {
@@ -195,6 +181,98 @@ func rewrite(path string, allowed map[string]bool, nested bool) error {
 		return fmt.Errorf("replacing spec %s: %w", path, err)
 	}
 	return nil
+}
+
+// trimCaps keeps in each of proc's capability lists only what allowed has.
+func trimCaps(proc map[string]json.RawMessage, allowed map[string]bool) (bool, error) {
+	rawCaps, ok := proc["capabilities"]
+	if !ok || string(rawCaps) == "null" {
+		return false, nil
+	}
+	var caps map[string]json.RawMessage
+	if err := json.Unmarshal(rawCaps, &caps); err != nil {
+		return false, fmt.Errorf("parsing capabilities: %w", err)
+	}
+	changed := false
+	for kind, raw := range caps {
+		var list []string
+		if err := json.Unmarshal(raw, &list); err != nil {
+			return false, fmt.Errorf("parsing %s capabilities: %w", kind, err)
+		}
+		kept := make([]string, 0, len(list))
+		for _, c := range list {
+			if allowed[c] {
+				kept = append(kept, c)
+			}
+		}
+		if len(kept) == len(list) {
+			continue
+		}
+		changed = true
+		var err error
+		if caps[kind], err = json.Marshal(kept); err != nil {
+			return false, err
+		}
+	}
+	if !changed {
+		return false, nil
+	}
+	var err error
+	proc["capabilities"], err = json.Marshal(caps)
+	return err == nil, err
+}
+
+// rlimitNumbers are the OCI rlimit names runc sets, by their number for
+// getrlimit (asm-generic/resource.h).
+var rlimitNumbers = map[string]int{
+	"RLIMIT_CPU": 0, "RLIMIT_FSIZE": 1, "RLIMIT_DATA": 2, "RLIMIT_STACK": 3,
+	"RLIMIT_CORE": 4, "RLIMIT_RSS": 5, "RLIMIT_NPROC": 6, "RLIMIT_NOFILE": 7,
+	"RLIMIT_MEMLOCK": 8, "RLIMIT_AS": 9, "RLIMIT_LOCKS": 10, "RLIMIT_SIGPENDING": 11,
+	"RLIMIT_MSGQUEUE": 12, "RLIMIT_NICE": 13, "RLIMIT_RTPRIO": 14, "RLIMIT_RTTIME": 15,
+}
+
+// trimRlimits lowers each of proc's rlimits to this process's hard limit,
+// the most runc may set without CAP_SYS_RESOURCE.
+func trimRlimits(proc map[string]json.RawMessage) (bool, error) {
+	raw, ok := proc["rlimits"]
+	if !ok || string(raw) == "null" {
+		return false, nil
+	}
+	var limits []map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &limits); err != nil {
+		return false, fmt.Errorf("parsing rlimits: %w", err)
+	}
+	changed := false
+	for _, lim := range limits {
+		var name string
+		if err := json.Unmarshal(lim["type"], &name); err != nil {
+			return false, fmt.Errorf("parsing rlimit type: %w", err)
+		}
+		num, ok := rlimitNumbers[name]
+		if !ok {
+			continue
+		}
+		var own syscall.Rlimit
+		if err := syscall.Getrlimit(num, &own); err != nil {
+			return false, fmt.Errorf("getrlimit %s: %w", name, err)
+		}
+		for _, key := range []string{"hard", "soft"} {
+			var v uint64
+			if err := json.Unmarshal(lim[key], &v); err != nil {
+				return false, fmt.Errorf("parsing %s %s: %w", name, key, err)
+			}
+			if v > own.Max {
+				lim[key], _ = json.Marshal(own.Max)
+				changed = true
+			}
+		}
+	}
+	if !changed {
+		return false, nil
+	}
+	var err error
+	proc["rlimits"], err = json.Marshal(limits)
+	return err == nil, err
 }
 
 // findRealRunc prefers /usr/bin/runc, then any runc on PATH that is not this
