@@ -208,6 +208,9 @@ func (c *Checker) checkEngine(ctx context.Context, add func(string, CheckStatus,
 		return
 	}
 	add("engine", Pass, at, "")
+	if lack := info.Lack(); lack != "" {
+		add("engine-network", Warn, lack, "use Podman's netavark backend with aardvark-dns (Debian: apt install netavark aardvark-dns; [network] network_backend = \"netavark\" in containers.conf), or install the dnsname plugin")
+	}
 	switch err := provider.NewWithClient(cli).RefuseExisting(pctx, c.Lane.ClusterName(), c.Lane.RegistryEnabled()); {
 	case errors.Is(err, provider.ErrExists):
 		add("cluster-name", Fail, err.Error(), "pick another --name, or 'sriov-lane down --name "+c.Lane.Name+"' if it is this tool's lane")

@@ -17,6 +17,34 @@ import (
 	"github.com/sriov-lane/sriov-lane/pkg/config"
 )
 
+// Podman, the one place that says what the lane relies on from the engine
+// and how rootful Podman 4.3.1 (the version make test runs, and k3d's
+// tested one) does it; docs/podman.md has the same for users. Every call
+// goes through Podman's Docker-compatible API, as k3d's do.
+//   - What it is: /version names a "Podman Engine" component
+//     (containers/podman pkg/api/handlers/compat/version.go@v4.3.1);
+//     /libpod/info has host.security.rootless and host.networkBackend
+//     (libpod/define/info.go@v4.3.1). Identify reads both.
+//   - A node's PID and netns: State.Pid of the compatible inspect, as
+//     Docker's; pkg/containerns opens /proc/PID/ns/net the same way.
+//   - Networks: no default bridge network, so nothing joins one (the lane
+//     registry joins the cluster's named network, registry.go); node names
+//     resolve through aardvark-dns with netavark, through CNI only with
+//     the dnsname plugin (EngineInfo.Lack).
+//   - Restarts: a restarted node gets a new PID and netns, as on Docker
+//     (repair moves PFs from the pin); restart policies do not act after a
+//     reboot (docs/source/markdown/options/restart.md@v4.3.1) and
+//     podman-restart.service starts only restart-policy=always containers
+//     (contrib/systemd/system/podman-restart.service.in@v4.3.1), so the
+//     hints name "podman start" (config.Lane.EngineCLI).
+//   - tmpfs volumes: a restarted node's tmpfs datastore keeps its data
+//     (measured), where Docker's comes back empty; repair reads which
+//     happened from the cluster, not from the engine.
+//   - Exec, labels, image inspect and load: the compatible API's; short
+//     names are stored as localhost/NAME and found by the short name.
+//   - Init: k3d asks for an init process, which Podman runs as catatonit,
+//     a package of its own.
+
 // The engines' own sockets: Docker's default (what the docker CLI and k3d
 // use without DOCKER_HOST) and rootful Podman's API service, the path
 // podman.socket listens on (k3d-io/k3d docs/usage/advanced/podman.md@v5.9.0;
@@ -102,6 +130,8 @@ type EngineInfo struct {
 	APIVersion string
 	// Rootless says the engine runs as a user, not root.
 	Rootless bool
+	// NetworkBackend is Podman's: netavark or cni ("" for Docker).
+	NetworkBackend string
 }
 
 // String names the engine as check shows it.
@@ -122,23 +152,27 @@ func (i EngineInfo) String() string {
 const podmanComponent = "Podman Engine"
 
 // Identify asks the engine what it is. Podman answers Docker's /version
-// with a "Podman Engine" component; rootless, Docker lists "name=rootless"
-// among its security options and Podman's compat /info carries a Rootless
-// field of its own (containers/podman pkg/api/handlers/compat/info.go
-// @v4.3.1), which Docker's client types drop, so it is read raw.
+// with a "Podman Engine" component (containers/podman
+// pkg/api/handlers/compat/version.go@v4.3.1) and tells whether it is
+// rootless and its network backend in its own /libpod/info
+// (libpod/define/info.go HostInfo@v4.3.1); rootless, Docker lists
+// "name=rootless" among its security options.
 func Identify(ctx context.Context, cli *client.Client) (EngineInfo, error) {
 	v, err := cli.ServerVersion(ctx)
 	if err != nil {
 		return EngineInfo{}, fmt.Errorf("asking the engine at %s its version: %w", cli.DaemonHost(), err)
 	}
 	info := EngineInfo{Name: config.EngineDocker, Version: v.Version, APIVersion: v.APIVersion}
+	libpodAPI := ""
 	for _, c := range v.Components {
 		if c.Name == podmanComponent {
 			info.Name, info.Version = config.EnginePodman, c.Version
+			libpodAPI = c.Details["APIVersion"]
 		}
 	}
 	if info.Name == config.EnginePodman {
-		info.Rootless, err = podmanRootless(ctx, cli)
+		host, err := podmanHost(ctx, cli, libpodAPI)
+		info.Rootless, info.NetworkBackend = host.Security.Rootless, host.NetworkBackend
 		return info, err
 	}
 	sys, err := cli.Info(ctx)
@@ -155,33 +189,45 @@ func dockerRootless(sys system.Info) bool {
 	})
 }
 
-func podmanRootless(ctx context.Context, cli *client.Client) (bool, error) {
-	u, err := engineURL(cli, "/info")
+// podmanHostInfo is what Identify reads of Podman's /libpod/info host.
+type podmanHostInfo struct {
+	NetworkBackend string `json:"networkBackend"`
+	Security       struct {
+		Rootless bool `json:"rootless"`
+	} `json:"security"`
+}
+
+func podmanHost(ctx context.Context, cli *client.Client, apiVersion string) (podmanHostInfo, error) {
+	var body struct {
+		Host podmanHostInfo `json:"host"`
+	}
+	if apiVersion == "" {
+		apiVersion = cli.ClientVersion()
+	}
+	u, err := engineURL(cli, "/v"+apiVersion+"/libpod/info")
 	if err != nil {
-		return false, err
+		return body.Host, err
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return false, err
+		return body.Host, err
 	}
 	resp, err := cli.HTTPClient().Do(req)
 	if err != nil {
-		return false, fmt.Errorf("asking Podman at %s for its info: %w", cli.DaemonHost(), err)
+		return body.Host, fmt.Errorf("asking Podman at %s for its info: %w", cli.DaemonHost(), err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return false, fmt.Errorf("asking Podman at %s for its info: %s", cli.DaemonHost(), resp.Status)
+		return body.Host, fmt.Errorf("asking Podman at %s for its info: %s", cli.DaemonHost(), resp.Status)
 	}
-	var body struct{ Rootless bool }
 	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
-		return false, fmt.Errorf("reading Podman's info: %w", err)
+		return body.Host, fmt.Errorf("reading Podman's info: %w", err)
 	}
-	return body.Rootless, nil
+	return body.Host, nil
 }
 
-// engineURL is path on the client's engine at the API version it
-// negotiated. The client's transport dials a unix socket whatever the
-// URL's host, so any host serves there.
+// engineURL is path on the client's engine. The client's transport dials
+// a unix socket whatever the URL's host, so any host serves there.
 func engineURL(cli *client.Client, path string) (string, error) {
 	h, err := client.ParseHostURL(cli.DaemonHost())
 	if err != nil {
@@ -195,7 +241,7 @@ func engineURL(cli *client.Client, path string) (string, error) {
 	if h.Scheme == "https" {
 		scheme = "https"
 	}
-	return (&url.URL{Scheme: scheme, Host: host, Path: "/v" + cli.ClientVersion() + path}).String(), nil
+	return (&url.URL{Scheme: scheme, Host: host, Path: path}).String(), nil
 }
 
 // MinPodmanMajor is the oldest Podman k3d runs on: its Docker API before 4
@@ -213,6 +259,19 @@ func (i EngineInfo) Refusal() string {
 		return "the engine runs rootless: a lane moves the host's NICs into its node containers' network namespaces, which needs the rootful engine (Docker's or Podman's as root, " + PodmanSocket + ")"
 	case i.Name == config.EnginePodman && majorBelow(i.Version, MinPodmanMajor):
 		return fmt.Sprintf("Podman %s is older than %d.0, the oldest k3d runs on", i.Version, MinPodmanMajor)
+	}
+	return ""
+}
+
+// Lack says what the engine lacks that a lane is likely to need, or "":
+// k3d's nodes reach the server by its container name, which Podman's
+// networks resolve with netavark's aardvark-dns, and with the CNI backend
+// only where the dnsname plugin is installed, which Debian 12's podman
+// package neither installs nor recommends (without it the agents wait for
+// the server forever).
+func (i EngineInfo) Lack() string {
+	if i.Name == config.EnginePodman && i.NetworkBackend == "cni" {
+		return "Podman's network backend is cni: the lane's nodes find the server by name only if the dnsname CNI plugin is installed"
 	}
 	return ""
 }

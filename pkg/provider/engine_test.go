@@ -14,6 +14,9 @@ import (
 )
 
 func TestSelectEngine(t *testing.T) {
+	if testutil.PodmanSocket != PodmanSocket {
+		t.Fatalf("testutil.PodmanSocket = %s, want %s", testutil.PodmanSocket, PodmanSocket)
+	}
 	for _, tc := range []struct {
 		name, setting, dockerHost string
 		sockets                   []string
@@ -66,9 +69,10 @@ func TestSelectEngine(t *testing.T) {
 // fakeEngine answers /version and /info as the engine would. The bodies
 // carry only the fields Identify reads, as each engine names them:
 // Docker's api/types (ServerVersion, SecurityOptions "name=rootless")
-// and Podman's compat handlers (containers/podman
-// pkg/api/handlers/compat/version.go@v4.3.1: a "Podman Engine" component
-// beside an "Engine" one; compat/info.go@v4.3.1: a Rootless field).
+// and Podman's (containers/podman pkg/api/handlers/compat/version.go
+// @v4.3.1: a "Podman Engine" component beside an "Engine" one, with the
+// libpod API version in its details; libpod/info, libpod/define/info.go
+// @v4.3.1: host.security.rootless, host.networkBackend).
 func fakeEngine(t *testing.T, version, info string) *client.Client {
 	t.Helper()
 	var asked []string
@@ -79,6 +83,11 @@ func fakeEngine(t *testing.T, version, info string) *client.Client {
 			switch {
 			case strings.HasSuffix(r.URL.Path, "/version"):
 				body = version
+			case strings.HasSuffix(r.URL.Path, "/libpod/info"):
+				if !strings.HasPrefix(r.URL.Path, "/v4.3.1/") && !strings.HasPrefix(r.URL.Path, "/v3.4.4/") {
+					t.Errorf("libpod info asked at %s, not at the libpod API version /version named", r.URL.Path)
+				}
+				body = info
 			case strings.HasSuffix(r.URL.Path, "/info"):
 				body = info
 			default:
@@ -96,24 +105,26 @@ func fakeEngine(t *testing.T, version, info string) *client.Client {
 func TestIdentify(t *testing.T) {
 	const (
 		dockerVersion = `{"Version":"28.2.2","ApiVersion":"1.50","Components":[{"Name":"Engine","Version":"28.2.2"}]}`
-		podmanVersion = `{"Version":"4.3.1","ApiVersion":"1.41","Components":[{"Name":"Podman Engine","Version":"4.3.1"},{"Name":"Engine","Version":"4.3.1"}]}`
-		oldPodman     = `{"Version":"3.4.4","ApiVersion":"1.40","Components":[{"Name":"Podman Engine","Version":"3.4.4"}]}`
+		podmanVersion = `{"Version":"4.3.1","ApiVersion":"1.41","Components":[{"Name":"Podman Engine","Version":"4.3.1","Details":{"APIVersion":"4.3.1"}},{"Name":"Engine","Version":"4.3.1"}]}`
+		oldPodman     = `{"Version":"3.4.4","ApiVersion":"1.40","Components":[{"Name":"Podman Engine","Version":"3.4.4","Details":{"APIVersion":"3.4.4"}}]}`
 	)
 	for _, tc := range []struct {
 		name, version, info string
 		want                EngineInfo
-		refused             string
+		refused, lack       string
 	}{
 		{name: "docker", version: dockerVersion, info: `{"SecurityOptions":["name=seccomp,profile=builtin"]}`,
 			want: EngineInfo{Name: config.EngineDocker, Version: "28.2.2", APIVersion: "1.50"}},
 		{name: "rootless docker", version: dockerVersion, info: `{"SecurityOptions":["name=seccomp,profile=builtin","name=rootless"]}`,
 			want: EngineInfo{Name: config.EngineDocker, Version: "28.2.2", APIVersion: "1.50", Rootless: true}, refused: "rootless"},
-		{name: "rootful podman", version: podmanVersion, info: `{"SecurityOptions":["name=seccomp,profile=default"],"Rootless":false}`,
-			want: EngineInfo{Name: config.EnginePodman, Version: "4.3.1", APIVersion: "1.41"}},
-		{name: "rootless podman", version: podmanVersion, info: `{"SecurityOptions":["name=seccomp,profile=default"],"Rootless":true}`,
-			want: EngineInfo{Name: config.EnginePodman, Version: "4.3.1", APIVersion: "1.41", Rootless: true}, refused: "needs the rootful engine"},
-		{name: "podman 3", version: oldPodman, info: `{"Rootless":false}`,
-			want: EngineInfo{Name: config.EnginePodman, Version: "3.4.4", APIVersion: "1.40"}, refused: "Podman 3.4.4 is older than 4.0"},
+		{name: "rootful podman", version: podmanVersion, info: `{"host":{"networkBackend":"netavark","security":{"rootless":false}}}`,
+			want: EngineInfo{Name: config.EnginePodman, Version: "4.3.1", APIVersion: "1.41", NetworkBackend: "netavark"}},
+		{name: "rootful podman on cni", version: podmanVersion, info: `{"host":{"networkBackend":"cni","security":{"rootless":false}}}`,
+			want: EngineInfo{Name: config.EnginePodman, Version: "4.3.1", APIVersion: "1.41", NetworkBackend: "cni"}, lack: "dnsname"},
+		{name: "rootless podman", version: podmanVersion, info: `{"host":{"networkBackend":"netavark","security":{"rootless":true}}}`,
+			want: EngineInfo{Name: config.EnginePodman, Version: "4.3.1", APIVersion: "1.41", NetworkBackend: "netavark", Rootless: true}, refused: "needs the rootful engine"},
+		{name: "podman 3", version: oldPodman, info: `{"host":{"networkBackend":"cni","security":{"rootless":false}}}`,
+			want: EngineInfo{Name: config.EnginePodman, Version: "3.4.4", APIVersion: "1.40", NetworkBackend: "cni"}, refused: "Podman 3.4.4 is older than 4.0", lack: "dnsname"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := Identify(context.Background(), fakeEngine(t, tc.version, tc.info))
@@ -122,6 +133,9 @@ func TestIdentify(t *testing.T) {
 			}
 			if r := got.Refusal(); (tc.refused == "") != (r == "") || !strings.Contains(r, tc.refused) {
 				t.Fatalf("Refusal = %q, want one with %q", r, tc.refused)
+			}
+			if l := got.Lack(); (tc.lack == "") != (l == "") || !strings.Contains(l, tc.lack) {
+				t.Fatalf("Lack = %q, want one with %q", l, tc.lack)
 			}
 		})
 	}
