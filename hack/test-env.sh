@@ -55,6 +55,13 @@ pkg_installed() { [[ "$(dpkg-query -W -f '${Status}' "$1" 2>/dev/null)" == "inst
 pkg_installed busybox-static || need_pkgs+=(busybox-static)
 pkg_installed iptables || need_pkgs+=(iptables)
 command -v jq >/dev/null 2>&1 || need_pkgs+=(jq)
+# Rootful Podman beside Docker, as a Fedora or RHEL host runs it: the
+# netavark backend with aardvark-dns (the nodes find the server by name;
+# Debian's podman alone brings CNI without DNS) and catatonit (k3d's nodes
+# ask for an init process).
+for p in podman netavark aardvark-dns catatonit curl; do
+	pkg_installed "${p}" || need_pkgs+=("${p}")
+done
 if ((${#need_pkgs[@]})); then
 	log "installing ${need_pkgs[*]}"
 	apt-get update -qq
@@ -173,6 +180,37 @@ elif ((config_changed)) || [[ "$(default_runtime)" != sriov-lane-runc ]]; then
 	fi
 fi
 [[ "$(default_runtime)" == sriov-lane-runc ]] || warn "dockerd default runtime is '$(default_runtime)', not sriov-lane-runc"
+
+# ---------------------------------------------------------------- podman
+# Podman's API service as podman.socket runs it (k3d-io/k3d
+# docs/usage/advanced/podman.md@v5.9.0), with the same runc shim as
+# dockerd and the netavark backend. Podman keeps no containers in the
+# service: restarting it disturbs none.
+phase podman
+PODMAN_CONF=/etc/containers/containers.conf.d/50-sriov-lane-rig.conf
+PODMAN_SOCK=/run/podman/podman.sock
+PODMAN_LOG=/var/log/sriov-lane-podman.log
+mkdir -p "$(dirname "${PODMAN_CONF}")" /run/podman
+printf '[engine]\nruntime = "sriov-lane-runc"\n\n[engine.runtimes]\nsriov-lane-runc = ["%s"]\n\n[network]\nnetwork_backend = "netavark"\n' "${WRAPPER}" >"${PODMAN_CONF}.tmp"
+podman_changed=0
+if cmp -s "${PODMAN_CONF}.tmp" "${PODMAN_CONF}"; then
+	rm -f "${PODMAN_CONF}.tmp"
+else
+	mv -f "${PODMAN_CONF}.tmp" "${PODMAN_CONF}"
+	podman_changed=1
+fi
+podman_up() { curl -fsS --unix-socket "${PODMAN_SOCK}" http://podman/_ping >/dev/null 2>&1; }
+podman_pids() { pgrep -f "podman system service --time=0 unix://${PODMAN_SOCK}" || true; }
+if ((podman_changed)) || ! podman_up; then
+	for pid in $(podman_pids); do kill "${pid}"; done
+	for ((i = 0; i < 40; i++)); do [[ -z "$(podman_pids)" ]] && break; sleep 0.25; done
+	log "starting podman's API service at ${PODMAN_SOCK} (log: ${PODMAN_LOG})"
+	setsid nohup podman system service --time=0 "unix://${PODMAN_SOCK}" >>"${PODMAN_LOG}" 2>&1 </dev/null 9>&- &
+	disown || true
+	for ((i = 0; i < 120; i++)); do podman_up && break; sleep 0.25; done
+	podman_up || die "podman's API service did not answer within 30 s; see ${PODMAN_LOG}"
+fi
+[[ "$(podman info --format '{{.Host.NetworkBackend}}')" == netavark ]] || warn "podman's network backend is not netavark: rig lanes on podman cannot resolve their nodes' names"
 
 # ---------------------------------------------------------------- the rest
 # The tools built from Go modules, the stand-in images and the rig registry

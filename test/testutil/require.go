@@ -2,6 +2,7 @@ package testutil
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -109,6 +110,47 @@ func RequireDockerClient(t testing.TB) *client.Client {
 	}
 	t.Cleanup(func() { cli.Close() })
 	return cli
+}
+
+// PodmanSocket is provider.PodmanSocket, where rootful Podman's API
+// listens; testutil cannot import pkg/provider, whose tests import it
+// (pkg/provider's TestSelectEngine holds the two equal).
+const PodmanSocket = "/run/podman/podman.sock"
+
+// RequirePodmanClient is a client of rootful Podman's API service, which
+// make test-env starts beside dockerd, with the rig's host images in its
+// store (lane-rig env); it skips, or fails under SRIOV_LANE_TEST_STRICT,
+// where it does not answer.
+func RequirePodmanClient(t testing.TB) *client.Client {
+	t.Helper()
+	cli, err := podmanIfThere()
+	if err == nil && cli == nil {
+		err = fmt.Errorf("no %s", PodmanSocket)
+	}
+	if err == nil {
+		if err = pingDocker(cli); err != nil {
+			cli.Close()
+		}
+	}
+	if err != nil {
+		skipOrFail(t, "needs rootful Podman's API service (`make test-env` starts one): "+err.Error())
+		return nil
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// podmanIfThere is a client of rootful Podman's API, or nil where its
+// socket is not.
+func podmanIfThere() (*client.Client, error) {
+	if _, err := os.Stat(PodmanSocket); err != nil {
+		return nil, nil
+	}
+	cli, err := client.NewClientWithOpts(client.WithHost("unix://"+PodmanSocket), client.WithAPIVersionNegotiation())
+	if err != nil {
+		return nil, fmt.Errorf("podman client: %w", err)
+	}
+	return cli, nil
 }
 
 // DockerPing reports whether the Docker daemon of the environment answers

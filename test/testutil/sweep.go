@@ -28,9 +28,10 @@ import (
 // lock is a dead holder's: a run SIGKILLed mid-test, or a test whose
 // cleanup failed and kept its slot (Slot.Keep) until its process ended.
 // What it looks for, each by the slot's names:
-//   - Docker: the k3d clusters of its lanes (containers by k3d's cluster
-//     label or node names, their networks and volumes), and containers named
-//     after its rig prefix (pkg/sriov's sleepers);
+//   - Docker, and rootful Podman where its socket is: the k3d clusters of
+//     its lanes (containers by k3d's cluster label or node names, their
+//     networks and volumes), and containers named after its rig prefix
+//     (pkg/sriov's sleepers);
 //   - the host's mounts: the pinned netns of its lanes
 //     (<state dir>/lanes/<lane>/netns/<agent>) and its rig's FUSE sysfs and
 //     /dev/vfio;
@@ -46,6 +47,13 @@ func Sweep(ctx context.Context) ([]string, error) {
 		return nil, fmt.Errorf("docker client: %w", err)
 	}
 	defer cli.Close()
+	var engines []*client.Client
+	if podman, err := podmanIfThere(); err != nil {
+		return nil, err
+	} else if podman != nil {
+		defer podman.Close()
+		engines = append(engines, podman)
+	}
 	var removed []string
 	var errs []error
 	for n := range slots {
@@ -60,7 +68,7 @@ func Sweep(ctx context.Context) ([]string, error) {
 			}
 			return removed, fmt.Errorf("sweeping test slot %d: %w", n, err)
 		}
-		r, err := sweepSlot(ctx, cli, &Slot{n: n})
+		r, err := sweepSlot(ctx, cli, &Slot{n: n}, engines...)
 		f.Close()
 		removed = append(removed, r...)
 		if err != nil {
@@ -71,47 +79,20 @@ func Sweep(ctx context.Context) ([]string, error) {
 }
 
 // Sweep removes what carries s's names, as Sweep does for a dead
-// holder's slot: a test's cleanup of what a failed create may have left.
-func (s *Slot) Sweep(ctx context.Context, cli *client.Client) ([]string, error) {
-	return sweepSlot(ctx, cli, s)
+// holder's slot: a test's cleanup of what a failed create may have left
+// (on cli's engine and on engines).
+func (s *Slot) Sweep(ctx context.Context, cli *client.Client, engines ...*client.Client) ([]string, error) {
+	return sweepSlot(ctx, cli, s, engines...)
 }
 
-// sweepSlot removes what carries s's names, mounts first (a pin keeps a
-// netns alive), then containers (they hold networks and volumes), then
-// networks, volumes and links.
-func sweepSlot(ctx context.Context, cli *client.Client, s *Slot) ([]string, error) {
+// sweepEngine removes the containers, networks and volumes of one engine
+// whose names or k3d cluster labels are the slot's (lanes, ofSlot).
+func sweepEngine(ctx context.Context, cli *client.Client, lanes []string, ofSlot func(string) bool) ([]string, error) {
 	var removed []string
 	var errs []error
-	lanes := make([]string, 10)
-	for i := range lanes {
-		lanes[i] = s.Lane(i)
-	}
-	prefix := s.RigPrefix()
-	ofSlot := func(name string) bool {
-		for _, l := range lanes {
-			// k3d's names and the lane's registry (<lane>-registry).
-			if name == "k3d-"+l || strings.HasPrefix(name, "k3d-"+l+"-") || strings.HasPrefix(name, l+"-") {
-				return true
-			}
-		}
-		return strings.HasPrefix(name, prefix+"-")
-	}
-
-	mounts, err := slotMounts(lanes, prefix)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	for _, m := range mounts {
-		if err := unix.Unmount(m, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
-			errs = append(errs, fmt.Errorf("unmounting %s: %w", m, err))
-			continue
-		}
-		removed = append(removed, "mount "+m)
-	}
-
 	cs, err := cli.ContainerList(ctx, container.ListOptions{All: true})
 	if err != nil {
-		return removed, errors.Join(append(errs, fmt.Errorf("listing containers: %w", err))...)
+		return removed, fmt.Errorf("listing containers at %s: %w", cli.DaemonHost(), err)
 	}
 	for _, c := range cs {
 		name := ""
@@ -154,6 +135,50 @@ func sweepSlot(ctx context.Context, cli *client.Client, s *Slot) ([]string, erro
 			continue
 		}
 		removed = append(removed, "volume "+v.Name)
+	}
+
+	return removed, errors.Join(errs...)
+}
+
+// sweepSlot removes what carries s's names, mounts first (a pin keeps a
+// netns alive), then containers (they hold networks and volumes), then
+// networks, volumes and links.
+func sweepSlot(ctx context.Context, cli *client.Client, s *Slot, engines ...*client.Client) ([]string, error) {
+	var removed []string
+	var errs []error
+	lanes := make([]string, 10)
+	for i := range lanes {
+		lanes[i] = s.Lane(i)
+	}
+	prefix := s.RigPrefix()
+	ofSlot := func(name string) bool {
+		for _, l := range lanes {
+			// k3d's names and the lane's registry (<lane>-registry).
+			if name == "k3d-"+l || strings.HasPrefix(name, "k3d-"+l+"-") || strings.HasPrefix(name, l+"-") {
+				return true
+			}
+		}
+		return strings.HasPrefix(name, prefix+"-")
+	}
+
+	mounts, err := slotMounts(lanes, prefix)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, m := range mounts {
+		if err := unix.Unmount(m, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, fmt.Errorf("unmounting %s: %w", m, err))
+			continue
+		}
+		removed = append(removed, "mount "+m)
+	}
+
+	for _, c := range append([]*client.Client{cli}, engines...) {
+		r, err := sweepEngine(ctx, c, lanes, ofSlot)
+		removed = append(removed, r...)
+		if err != nil {
+			errs = append(errs, err)
+		}
 	}
 
 	// The rig's named netns hold the private ends of its veths: deleting

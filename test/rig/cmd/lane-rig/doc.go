@@ -18,6 +18,8 @@
 //     Docker API when their content key changed
 //   - envregistry.go: the rig registry and the images it serves under their
 //     upstream names
+//   - envpodman.go:   the host images of rig lanes on Podman copied into
+//     Podman's store when their IDs differ from Docker's
 //   - envkernel.go:   the kernel tier's guest kernels: Debian's linux-image
 //     packages resolved with apt-cache, vmlinuz and the modules it loads
 //     unpacked once per package file

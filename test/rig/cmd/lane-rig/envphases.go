@@ -390,6 +390,9 @@ func (e *env) phases() []phase {
 				files: []fileSpec{{e.bin["registry"], "/bin/registry"}, {cfg, "/etc/docker/registry/config.yml"}}})
 		}},
 		{"rig-registry", e.rigRegistry},
+		// The host images of rig lanes on Podman, in Podman's store
+		// (envpodman.go).
+		{"podman-images", e.podmanImages},
 		// The kernel tier's guest kernels (test/kernel): Debian's, with the
 		// modules it loads, from apt (envkernel.go).
 		{"kernels", e.kernels},
