@@ -336,6 +336,21 @@ func docker(t *testing.T) *client.Client {
 	return testutil.RequireDockerClient(t)
 }
 
+// engineClient is a client of the engine lane l runs on. A Podman lane
+// holds Docker's shared lock too (docker): its nodes pull from the rig
+// registry, which runs in Docker.
+func engineClient(t *testing.T, l *lane) *client.Client {
+	t.Helper()
+	cli := docker(t)
+	if l.cfg.ContainerEngine == config.EnginePodman {
+		podman := testutil.RequirePodmanClient(t)
+		testutil.RequireImage(t, podman, testutil.StandinK3sImage)
+		testutil.RequireImage(t, podman, testutil.StandinToolsImage)
+		return podman
+	}
+	return cli
+}
+
 // assertLaneGone checks the lane left nothing: PFs home under their names
 // with numvfs 0, no container, network, volume, lease or journal.
 func assertLaneGone(t *testing.T, r *rig.Rig, l *lane, pfs []rig.PFInfo) {
@@ -354,7 +369,7 @@ func assertLaneGone(t *testing.T, r *rig.Rig, l *lane, pfs []rig.PFInfo) {
 			t.Errorf("PF %s numvfs = %q (%v), want 0", pf.Name, n, err)
 		}
 	}
-	left, err := testutil.K3dLeftovers(context.Background(), docker(t), l.cfg.Name)
+	left, err := testutil.K3dLeftovers(context.Background(), engineClient(t, l), l.cfg.Name)
 	if err != nil {
 		t.Error(err)
 	}

@@ -13,6 +13,11 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/client"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/sriov-lane/sriov-lane/pkg/config"
 )
 
 // TestSIGKILLAtRandomPointsLosesNothing kills up, down and repair with
@@ -24,6 +29,13 @@ import (
 // ups are what the test costs). The rounds run in parallel, each on a rig
 // and lane of its own with its kill points drawn from the seed and its
 // number alone, so the seed logged replays a failure whatever ran beside.
+//
+// Odd rounds run on rootful Podman, sharing these ups rather than adding
+// lanes of their own: there the lane that is up is verified, every node
+// restarted through Podman (new PIDs and netns, as after the host's
+// containers restart) and repaired to healthy before the down is killed,
+// so a Podman lane goes through up, verify, repair after its containers
+// restart, kills and down.
 func TestSIGKILLAtRandomPointsLosesNothing(t *testing.T) {
 	t.Parallel() // own rigs, lane names and API ports (see TestMain)
 	requireRig(t)
@@ -32,7 +44,6 @@ func TestSIGKILLAtRandomPointsLosesNothing(t *testing.T) {
 		seed = s // replay a failure
 	}
 	t.Logf("seed %d (replay with SRIOV_LANE_TEST_SEED)", seed)
-	cli := docker(t)
 	// Two rounds by default: with real pods every up on the rig takes
 	// ~25 s, and TestKillAtEachStepThenDown covers every step's boundary.
 	// SRIOV_LANE_TEST_ROUNDS runs more (a soak), -parallel at a time.
@@ -45,7 +56,12 @@ func TestSIGKILLAtRandomPointsLosesNothing(t *testing.T) {
 		t.Run(fmt.Sprintf("round-%d", round), func(t *testing.T) {
 			t.Parallel()
 			rnd := rand.New(rand.NewPCG(seed, uint64(round)))
-			_, r, l := rigLane(t, 2, nil)
+			engine := config.EngineDocker
+			if round%2 == 1 {
+				engine = config.EnginePodman
+			}
+			_, r, l := rigLane(t, 2, func(c *config.Lane) { c.ContainerEngine = engine })
+			cli := engineClient(t, l)
 			// Up to about how long each command runs on the rig, so that
 			// most kills land inside it.
 			within := func(max time.Duration) time.Duration { return time.Duration(rnd.Int64N(int64(max))) }
@@ -69,6 +85,15 @@ func TestSIGKILLAtRandomPointsLosesNothing(t *testing.T) {
 			}) {
 				return
 			}
+			if engine == config.EnginePodman {
+				t.Run("restart_repair_then_down", func(t *testing.T) {
+					l.up(t)
+					restartRepairOnPodman(t, cli, l)
+					killAfter(t, downKill, "down", "--config", l.path)
+					downThenCheck(t, "a down")
+				})
+				return
+			}
 			t.Run("repair_then_down", func(t *testing.T) {
 				l.up(t)
 				if err := cli.ContainerRestart(context.Background(), "k3d-"+l.cfg.Name+"-agent-0", container.StopOptions{}); err != nil {
@@ -79,6 +104,41 @@ func TestSIGKILLAtRandomPointsLosesNothing(t *testing.T) {
 				downThenCheck(t, "repair and a down")
 			})
 		})
+	}
+}
+
+// restartRepairOnPodman verifies the Podman lane l that is up, restarts
+// every node container through Podman at once, and checks that status
+// finds the PFs left in the old, pinned netns (degraded, exit 1) and that
+// repair brings the lane back: status healthy and verify passing again.
+func restartRepairOnPodman(t *testing.T, podman *client.Client, l *lane) {
+	t.Helper()
+	if res := run(t, nil, "verify", "--config", l.path); res.code != 0 {
+		t.Fatalf("verify on Podman failed:\n%s", res.output)
+	}
+	nodes, err := podman.ContainerList(t.Context(), container.ListOptions{Filters: filters.NewArgs(filters.Arg("label", "k3d.cluster="+l.cfg.Name))})
+	if err != nil || len(nodes) != l.cfg.Agents+1 {
+		t.Fatalf("the lane's node containers in Podman: %d, %v; want %d", len(nodes), err, l.cfg.Agents+1)
+	}
+	var g errgroup.Group
+	for _, n := range nodes {
+		g.Go(func() error { return podman.ContainerRestart(t.Context(), n.ID, container.StopOptions{}) })
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatalf("restarting the nodes through Podman: %v", err)
+	}
+	res := run(t, nil, "status", "--config", l.path)
+	if res.code != 1 || !strings.Contains(res.output, "degraded") || !strings.Contains(res.output, "in old netns") {
+		t.Fatalf("status after Podman restarted the nodes: exit %d, want 1 with the PFs in their old netns:\n%s", res.code, res.output)
+	}
+	if res := run(t, nil, "repair", "--config", l.path); res.code != 0 {
+		t.Fatalf("repair on Podman failed:\n%s", res.output)
+	}
+	if res := run(t, nil, "status", "--config", l.path); res.code != 0 || !strings.Contains(res.output, "healthy") {
+		t.Fatalf("status after repair: exit %d, want 0 and healthy:\n%s", res.code, res.output)
+	}
+	if res := run(t, nil, "verify", "--config", l.path); res.code != 0 {
+		t.Fatalf("verify after repair on Podman failed:\n%s", res.output)
 	}
 }
 
