@@ -22,6 +22,7 @@ var UserDocs = []string{
 	"docs/restarts.md",
 	"docs/configuration.md",
 	"docs/kubevirtci.md",
+	"docs/podman.md",
 	"docs/emulated-igb.md",
 	"docs/troubleshooting.md",
 }
