@@ -11,6 +11,9 @@
 #   SRIOV_LANE              the sriov-lane binary (default: sriov-lane on PATH)
 #   SRIOV_LANE_CONFIG       an optional lane config file
 #   ARTIFACTS               when set, down exports the lane's logs there first (CI)
+#   CRI_BIN                 docker or podman, read by sriov-lane itself (containerEngine);
+#                           ssh.sh and ports use the engine the lane went up on, which
+#                           up writes into config-provider-*.sh (sriov_lane_engine)
 #
 # What kubevirtci's cluster-up scripts call, read in kubevirt/kubevirtci at
 # 39bd4947ba4de7f7676ad30cd2df51e7c60efb1b (cited below as @39bd494):
@@ -90,6 +93,15 @@ _sriov_lane_cluster() {
 	echo "${ctx#k3d-}"
 }
 
+# _sriov_lane_engine is the engine CLI of the lane's containers: the one up recorded in
+# the provider's config-provider-*.sh, else CRI_BIN, else docker.
+_sriov_lane_engine() {
+	local dir engine
+	dir="$(_sriov_lane_dir)"
+	engine="$(sed -n "s/^sriov_lane_engine=//p" "${dir}/config-provider-$(basename "${dir}").sh" 2>/dev/null | tr -d "\"'")"
+	echo "${engine:-${CRI_BIN:-docker}}"
+}
+
 # _sriov_lane_node maps kubevirtci's node names to the lane's node containers:
 # node01 is the server, node02.. the agents (k3d-<lane>-server-0, k3d-<lane>-agent-0..).
 # Any other name is taken as it is: the lane's Kubernetes node names are its container
@@ -130,9 +142,9 @@ function _ssh_into_node() {
 		if [[ -t 0 && -t 1 ]]; then
 			opts=(-it)
 		fi
-		docker exec "${opts[@]}" "${node}" sh -c 'if command -v bash >/dev/null 2>&1; then exec bash; fi; exec sh'
+		"$(_sriov_lane_engine)" exec "${opts[@]}" "${node}" sh -c 'if command -v bash >/dev/null 2>&1; then exec bash; fi; exec sh'
 	else
-		docker exec -i "${node}" sh -c "$*"
+		"$(_sriov_lane_engine)" exec -i "${node}" sh -c "$*"
 	fi
 }
 
@@ -146,7 +158,7 @@ function _port() {
 	case "${1:-}" in
 	registry)
 		cluster="$(_sriov_lane_cluster)" || return 1
-		hostport="$(docker port "${cluster}-registry" 5000/tcp | head -n 1)" || return 1
+		hostport="$("$(_sriov_lane_engine)" port "${cluster}-registry" 5000/tcp | head -n 1)" || return 1
 		if [[ -z "${hostport}" ]]; then
 			echo "the registry of lane ${cluster} publishes no port" >&2
 			return 1

@@ -85,6 +85,10 @@ func kubevirtciProviderConfig(l *config.Lane, kubeconfig, kubectl string) string
 	fmt.Fprintf(&b, "docker_prefix=${DOCKER_PREFIX:-%s}\n", shellQuote(push))
 	fmt.Fprintf(&b, "manifest_docker_prefix=${DOCKER_PREFIX:-%s}\n", shellQuote(manifest))
 	fmt.Fprintf(&b, "network_provider=%s\n", shellQuote(l.CNI))
+	// Not kubevirtci's: the engine CLI the drop-in's ssh.sh and ports run
+	// on the lane's containers (hack/kubevirtci/provider.sh), the one the
+	// lane went up on whatever CRI_BIN says later.
+	fmt.Fprintf(&b, "sriov_lane_engine=%s\n", shellQuote(l.EngineCLI()))
 	return b.String()
 }
 

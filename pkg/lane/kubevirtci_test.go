@@ -78,6 +78,19 @@ func TestKubevirtciProviderConfigWithoutRegistry(t *testing.T) {
 	}
 }
 
+// The drop-in's ssh.sh and ports run the engine CLI of the lane's
+// containers, which it reads from the file: docker for a lane saved
+// without an engine, else the one up found.
+func TestKubevirtciProviderConfigNamesTheEngine(t *testing.T) {
+	l := config.Default()
+	for engine, want := range map[string]string{"": "sriov_lane_engine='docker'\n", config.EnginePodman: "sriov_lane_engine='podman'\n"} {
+		l.ContainerEngine = engine
+		if body := kubevirtciProviderConfig(l, "/k/.kubeconfig", "/k/.kubectl"); !strings.Contains(body, want) {
+			t.Errorf("containerEngine %q: no line %q in\n%s", engine, want, body)
+		}
+	}
+}
+
 func TestRegistryHostPrefix(t *testing.T) {
 	for addr, want := range map[string]string{
 		"127.0.0.1:5000":   "localhost:5000",

@@ -33,13 +33,13 @@ EOF
 echo "NAME STATUS"
 EOF
     chmod +x "$dir/.kubectl"
-    printf "kubeconfig='%s'\n" "$dir/.kubeconfig" >"$dir/config-provider-$(basename "$dir").sh"
+    printf "kubeconfig='%s'\nsriov_lane_engine='%s'\n" "$dir/.kubeconfig" "${FAKE_ENGINE:-docker}" >"$dir/config-provider-$(basename "$dir").sh"
 fi
 `
 
-// fakeDocker logs its argv and answers docker port as Docker does.
-const fakeDocker = `#!/usr/bin/env bash
-{ printf 'docker'; printf ' [%s]' "$@"; printf '\n'; } >>"$FAKE_LOG"
+// fakeEngine logs its argv and answers port as Docker and Podman do.
+const fakeEngine = `#!/usr/bin/env bash
+{ printf '%s' "$(basename "$0")"; printf ' [%s]' "$@"; printf '\n'; } >>"$FAKE_LOG"
 if [[ "$1" == port ]]; then
     echo "127.0.0.1:5123"
     echo "[::1]:5123"
@@ -54,7 +54,8 @@ func newFakes(t *testing.T) *fakes {
 	dir := t.TempDir()
 	f := &fakes{log: filepath.Join(dir, "calls.log"), lane: filepath.Join(dir, "sriov-lane"), bin: filepath.Join(dir, "bin")}
 	writeScript(t, f.lane, fakeLane)
-	writeScript(t, filepath.Join(f.bin, "docker"), fakeDocker)
+	writeScript(t, filepath.Join(f.bin, "docker"), fakeEngine)
+	writeScript(t, filepath.Join(f.bin, "podman"), fakeEngine)
 	return f
 }
 
@@ -170,6 +171,26 @@ func TestKubevirtciSSHThroughCliForOtherProviderNames(t *testing.T) {
 		t.Errorf("ssh.sh: exit %d", r.Code)
 	}
 	wantCalls(t, f, "docker [exec] [-i] [k3d-fake-agent-0] [sh] [-c] [hostname]")
+}
+
+// A lane up on Podman (sriov-lane up recorded sriov_lane_engine=podman in
+// the provider's config) is reached through podman, whatever CRI_BIN says
+// now.
+func TestKubevirtciScriptsUseTheLanesEngine(t *testing.T) {
+	f := newFakes(t)
+	tr := NewTree(t, "k3d-sriov")
+	if r := tr.Run(t, f.env(tr, "KUBEVIRT_NUM_NODES=2", "FAKE_ENGINE=podman"), "up.sh"); r.Code != 0 {
+		t.Fatalf("up.sh: exit %d", r.Code)
+	}
+	wantCalls(t, f, "sriov-lane [up] [--config] [/cfg/lane.yaml] [--agents] [1] [--kubevirtci] ["+tr.ProviderDir()+"]")
+	if r := tr.Run(t, f.env(tr, "CRI_BIN=docker"), "ssh.sh", "node02", "hostname"); r.Code != 0 {
+		t.Errorf("ssh.sh: exit %d", r.Code)
+	}
+	wantCalls(t, f, "podman [exec] [-i] [k3d-fake-agent-0] [sh] [-c] [hostname]")
+	if r := tr.Run(t, f.env(tr), "cli.sh", "ports", "registry"); r.Code != 0 || strings.TrimSpace(r.Stdout) != "5123" {
+		t.Errorf("cli.sh ports registry: exit %d, %q", r.Code, r.Stdout)
+	}
+	wantCalls(t, f, "podman [port] [fake-registry] [5000/tcp]")
 }
 
 // Before up there is no lane to map node01 to: a clear error, no docker call.
