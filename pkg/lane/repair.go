@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/docker/docker/client"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sriov-lane/sriov-lane/pkg/cni"
 	"github.com/sriov-lane/sriov-lane/pkg/config"
@@ -55,14 +57,20 @@ func Repair(ctx context.Context, l *config.Lane, opts RepairOptions) (RepairRepo
 		return rep, err
 	}
 	defer closeLane()
+	if err := restartStaleAgents(ctx, c); err != nil {
+		return rep, err
+	}
 	repaired, err := repairAgents(ctx, c)
 	rep.Repaired = repaired
 	if err != nil {
 		return rep, err
 	}
-	// One set of clients for the rest of the run, as reset has.
-	if err := c.connect(); err != nil {
-		return rep, fmt.Errorf("lane %s: %w", l.Name, err)
+	// One set of clients for the rest of the run, as reset has
+	// (restartStaleAgents made them when it could).
+	if c.Kube == nil {
+		if err := c.connect(); err != nil {
+			return rep, fmt.Errorf("lane %s: %w", l.Name, err)
+		}
 	}
 	c.Log.Start("check the cluster")
 	lost, err := clusterLost(ctx, c.Lane, c.Kube)
@@ -99,6 +107,40 @@ func clusterLost(ctx context.Context, l *config.Lane, kc *kube.Clients) (bool, e
 		return false, nil
 	}
 	return reset.Lost(ctx, kc, b)
+}
+
+// restartStaleAgents restarts, on a cluster that came back empty, each
+// agent that has no Node and started before the server last stopped: its
+// kubelet registered with the server as it was, and a kubelet registers
+// once, at its start (kubernetes pkg/kubelet/kubelet_node_status.go
+// registerWithAPIServer@v1.36.3, registrationCompleted), so it would never
+// register with the emptied one and repair would wait for it in vain. It
+// runs before the PFs are put back, as a restart moves the agent into a
+// new netns. A cluster repair cannot read yet is left to the steps after.
+func restartStaleAgents(ctx context.Context, c *Session) error {
+	if c.connect() != nil {
+		return nil
+	}
+	if lost, err := clusterLost(ctx, c.Lane, c.Kube); err != nil || !lost {
+		return nil
+	}
+	agents, err := c.Provider.AgentsStartedBeforeServerStopped(ctx, c.Lane.ClusterName())
+	if err != nil {
+		return err
+	}
+	for _, a := range agents {
+		_, err := c.Kube.Typed.CoreV1().Nodes().Get(ctx, a.Name, metav1.GetOptions{})
+		if !apierrors.IsNotFound(err) {
+			continue
+		}
+		c.Log.Start("restart " + a.Name + ", registered with the server before it lost its datastore")
+		err = c.Provider.RestartAgent(ctx, a)
+		c.Log.End(err)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // restoreCluster runs up's cluster steps again on a cluster that came back

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
@@ -88,6 +89,50 @@ func (p *Provider) StopAgents(ctx context.Context, cluster string) error {
 		if err := p.docker.ContainerStop(ctx, a.ContainerID, container.StopOptions{Timeout: &timeout}); err != nil && !cerrdefs.IsNotFound(err) {
 			return fmt.Errorf("stopping %s: %w", a.Name, errors.Join(err, thawErr))
 		}
+	}
+	return nil
+}
+
+// AgentsStartedBeforeServerStopped returns the lane's running agents whose
+// current run began before the server's last run ended: each started, and
+// its kubelet may have registered, while the server as it was then still
+// served. The engine's own start and finish times tell, so it holds after
+// any order of restarts: a dockerd restart starts every node after it
+// stopped them all (none returned), docker restart one container after
+// another does not.
+func (p *Provider) AgentsStartedBeforeServerStopped(ctx context.Context, cluster string) ([]Node, error) {
+	nodes, err := p.Nodes(ctx, cluster)
+	if err != nil {
+		return nil, err
+	}
+	var serverStopped time.Time
+	var out []Node
+	for _, n := range nodes { // the server first
+		info, err := p.docker.ContainerInspect(ctx, n.ContainerID)
+		if err != nil {
+			return nil, fmt.Errorf("inspecting %s: %w", n.Name, err)
+		}
+		if n.Role == RoleServer {
+			// Zero ("0001-01-01T00:00:00Z") when it never stopped.
+			serverStopped, _ = time.Parse(time.RFC3339Nano, info.State.FinishedAt)
+			continue
+		}
+		started, err := time.Parse(time.RFC3339Nano, info.State.StartedAt)
+		if err != nil || !info.State.Running {
+			continue
+		}
+		if started.Before(serverStopped) {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// RestartAgent restarts an agent container, as the engine's restart does.
+func (p *Provider) RestartAgent(ctx context.Context, a Node) error {
+	timeout := agentStopTimeout
+	if err := p.docker.ContainerRestart(ctx, a.ContainerID, container.StopOptions{Timeout: &timeout}); err != nil {
+		return fmt.Errorf("restarting %s: %w", a.Name, err)
 	}
 	return nil
 }

@@ -27,7 +27,9 @@ import (
 // datastore on a tmpfs, the default, the server on an empty datastore;
 // status names repair for each PF; repair takes the PFs back, recreates
 // the VFs and applies up's objects again with a new baseline; verify
-// passes; a second repair has nothing to do). Last, the repaired agent
+// passes; a second repair has nothing to do), then the server restarted
+// alone (the agents' kubelets registered with it before it lost its
+// datastore: repair restarts them). Last, the repaired agent
 // removed by hand (docker rm -f): its netns was pinned by repair, so down
 // still brings both stand-ins home. Every node restarted at once, PFs left
 // in their pinned netns, is TestDockerdRestartedLanesRepaired's, with the
@@ -108,6 +110,31 @@ func TestRestartedLaneRepaired(t *testing.T) {
 	}
 	if res := run(t, nil, "repair", "--config", l.path); res.code != 0 || !strings.Contains(res.output, "nothing to repair") {
 		t.Fatalf("second repair: exit %d\n%s", res.code, res.output)
+	}
+	// The server restarted alone (docker restart of one container): on its
+	// tmpfs the cluster comes back empty, and both agents' kubelets, which
+	// registered with it before and register only once, would never appear
+	// in it. repair restarts them, then puts their PFs back and restores
+	// the cluster.
+	if err := cli.ContainerRestart(t.Context(), nodes[0], container.StopOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	res = statusOnceServerAnswers(t, l)
+	if res.code != 1 || !strings.Contains(res.output, "the cluster came back empty") {
+		t.Fatalf("status after the server restarted alone: exit %d, want 1 saying the cluster came back empty\n%s", res.code, res.output)
+	}
+	res = run(t, nil, "repair", "--config", l.path)
+	for _, a := range nodes[1:] {
+		if !strings.Contains(res.output, "✓ restart "+a+", registered with the server before it lost its datastore (") {
+			t.Errorf("repair after the server restarted alone did not restart %s", a)
+		}
+	}
+	if res.code != 0 || !strings.Contains(res.output, "the cluster's objects") || strings.Count(res.output, "✓ create VFs and bind drivers (") != 2 {
+		t.Fatalf("repair after the server restarted alone: exit %d\n%s", res.code, res.output)
+	}
+	res = run(t, nil, "status", "--config", l.path)
+	if res.code != 0 || !strings.Contains(res.output, "healthy") || strings.Count(res.output, "kubevirt.io/sriov_net=6") != 2 {
+		t.Fatalf("status after repairing the server's restart: exit %d\n%s", res.code, res.output)
 	}
 	// The repaired agent removed by hand (docker rm -f): its netns was
 	// pinned by repair, so its stand-in PF outlives the container and down
