@@ -153,8 +153,12 @@ start_dockerd() {
 	log "starting dockerd (log: ${DOCKERD_LOG})"
 	# 9>&-: the daemon must not inherit (and so hold forever) our lock.
 	# setsid: dockerd must outlive the shell and process group that started it.
-	setsid nohup dockerd >>"${DOCKERD_LOG}" 2>&1 </dev/null 9>&- &
-	disown || true
+	# cd /: nor may it keep this checkout as its working directory, which a
+	# removed clone or worktree deletes under it and what it starts.
+	(
+		cd / || exit
+		setsid nohup dockerd >>"${DOCKERD_LOG}" 2>&1 </dev/null 9>&- &
+	)
 	wait_docker || die "dockerd did not answer within 60 s; see ${DOCKERD_LOG}"
 }
 default_runtime() { docker info --format '{{.DefaultRuntime}}' 2>/dev/null || true; }
@@ -201,12 +205,25 @@ else
 fi
 podman_up() { curl -fsS --unix-socket "${PODMAN_SOCK}" http://podman/_ping >/dev/null 2>&1; }
 podman_pids() { pgrep -f "podman system service --time=0 unix://${PODMAN_SOCK}" || true; }
-if ((podman_changed)) || ! podman_up; then
+# A service started before this fix may work from a deleted directory.
+podman_cwd_gone() {
+	local pid
+	for pid in $(podman_pids); do
+		[[ "$(readlink "/proc/${pid}/cwd")" == *" (deleted)" ]] && return 0
+	done
+	return 1
+}
+if ((podman_changed)) || ! podman_up || podman_cwd_gone; then
 	for pid in $(podman_pids); do kill "${pid}"; done
 	for ((i = 0; i < 40; i++)); do [[ -z "$(podman_pids)" ]] && break; sleep 0.25; done
 	log "starting podman's API service at ${PODMAN_SOCK} (log: ${PODMAN_LOG})"
-	setsid nohup podman system service --time=0 "unix://${PODMAN_SOCK}" >>"${PODMAN_LOG}" 2>&1 </dev/null 9>&- &
-	disown || true
+	# From /, as dockerd: conmon inherits the service's working directory
+	# and fails every container start once it is deleted ("Failed to get
+	# working directory", then "write child: broken pipe").
+	(
+		cd / || exit
+		setsid nohup podman system service --time=0 "unix://${PODMAN_SOCK}" >>"${PODMAN_LOG}" 2>&1 </dev/null 9>&- &
+	)
 	for ((i = 0; i < 120; i++)); do podman_up && break; sleep 0.25; done
 	podman_up || die "podman's API service did not answer within 30 s; see ${PODMAN_LOG}"
 fi

@@ -148,7 +148,10 @@ func restartDockerd(t *testing.T) {
 	logPath, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/1", pid))
 	start := func() error {
 		cmd := exec.Command(argv[0], argv[1:]...)
-		cmd.Env = env
+		// From /, as make test-env starts it: a daemon working in the
+		// test's directory loses it with the checkout, and what it starts
+		// fails without one.
+		cmd.Env, cmd.Dir = env, "/"
 		if filepath.IsAbs(logPath) {
 			f, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 			if err != nil {
