@@ -79,14 +79,16 @@ func (g *globals) interruptNote() string {
 }
 
 // docker is the command run's client of the engine lane l runs on: every
-// lane and provider call of the run on that engine shares it.
+// lane and provider call of the run on that engine shares it. It points
+// k3d at that engine too, each time, as the lane before may have been on
+// the other.
 func (g *globals) docker(l *config.Lane) (*client.Client, error) {
 	e, err := provider.HostEngine(l.ContainerEngine)
 	if err != nil {
 		return nil, err
 	}
 	if cli, ok := g.clis[e.Host]; ok {
-		return cli, nil
+		return cli, e.Use()
 	}
 	cli, err := e.Connect()
 	if err != nil {

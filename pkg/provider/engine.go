@@ -92,32 +92,53 @@ func SelectEngine(setting string, getenv func(string) string, exists func(string
 	return Engine{}, fmt.Errorf("no container engine: DOCKER_HOST is not set and neither %s nor %s exists; start Docker (systemctl start docker) or Podman's API socket (systemctl enable --now podman.socket), or set DOCKER_HOST", DockerSocket, PodmanSocket)
 }
 
-// HostEngine is SelectEngine on this process's environment and file system.
+// userDockerHost is DOCKER_HOST as the process was started with it. Use
+// sets DOCKER_HOST for k3d, so a later lane of the same run (down --all)
+// must not take that for the user's choice.
+var userDockerHost = os.Getenv("DOCKER_HOST")
+
+// HostEngine is SelectEngine on the user's DOCKER_HOST and this host's
+// file system.
 func HostEngine(setting string) (Engine, error) {
-	return SelectEngine(setting, os.Getenv, func(p string) bool { _, err := os.Stat(p); return err == nil })
+	getenv := func(k string) string {
+		if k == "DOCKER_HOST" {
+			return userDockerHost
+		}
+		return os.Getenv(k)
+	}
+	return SelectEngine(setting, getenv, func(p string) bool { _, err := os.Stat(p); return err == nil })
 }
 
 // Connect makes a client of the engine's API and points the k3d library
-// at the same engine: k3d makes its own clients from DOCKER_HOST (through
-// the docker CLI's options, k3d-io/k3d pkg/runtimes/docker/util.go
-// GetDockerClient@v5.9.0) and mounts DOCKER_SOCK into its tools node
-// (pkg/runtimes/docker/docker.go GetRuntimePath@v5.9.0), and has no other
-// way to be told. A command run makes one client per engine and shares
-// it; the caller closes it.
+// at the same engine (Use). A command run makes one client per engine and
+// shares it; the caller closes it.
 func (e Engine) Connect() (*client.Client, error) {
 	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithHost(e.Host), client.WithAPIVersionNegotiation())
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the container engine at %s: %w", e.Host, err)
 	}
-	if err := os.Setenv("DOCKER_HOST", e.Host); err != nil {
+	if err := e.Use(); err != nil {
+		cli.Close()
 		return nil, err
 	}
-	if sock, ok := strings.CutPrefix(e.Host, "unix://"); ok {
-		if err := os.Setenv("DOCKER_SOCK", sock); err != nil {
-			return nil, err
-		}
-	}
 	return cli, nil
+}
+
+// Use points the k3d library at the engine, for the lane acted on next:
+// k3d makes its own clients from DOCKER_HOST (through the docker CLI's
+// options, k3d-io/k3d pkg/runtimes/docker/util.go GetDockerClient@v5.9.0)
+// and mounts DOCKER_SOCK into its tools node (pkg/runtimes/docker/docker.go
+// GetRuntimePath@v5.9.0), and has no other way to be told. A run acting on
+// lanes of both engines (down --all) calls it for each lane, not once per
+// client.
+func (e Engine) Use() error {
+	if err := os.Setenv("DOCKER_HOST", e.Host); err != nil {
+		return err
+	}
+	if sock, ok := strings.CutPrefix(e.Host, "unix://"); ok {
+		return os.Setenv("DOCKER_SOCK", sock)
+	}
+	return nil
 }
 
 // EngineInfo is what Identify learns of the engine behind a client.
