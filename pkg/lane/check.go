@@ -196,14 +196,14 @@ func (c *Checker) checkEngine(ctx context.Context, add func(string, CheckStatus,
 		return
 	}
 	c.Engine = info
-	at := info.String() + " at " + cli.DaemonHost()
+	at, refusal := info.String()+" at "+cli.DaemonHost(), info.Refusal()
 	switch {
 	case want != "" && info.Name != want:
 		add("engine", Fail, "containerEngine is "+want+" but the engine is "+at, "point DOCKER_HOST at "+want+"'s socket or unset it, or set containerEngine (--container-engine, CRI_BIN) to "+info.Name)
 		add("k3s-image", Warn, "not checked: not the engine asked for", "")
 		return
-	case info.Refusal() != "":
-		add("engine", Fail, at+": "+info.Refusal(), "run the engine as root, and sriov-lane as root against it")
+	case refusal != "":
+		add("engine", Fail, at+": "+refusal, "run the engine as root, and sriov-lane as root against it")
 		add("k3s-image", Warn, "not checked: the engine cannot run a lane", "")
 		return
 	}

@@ -63,8 +63,6 @@ type Engine struct {
 	Name string
 	// Host is the API's address, as DOCKER_HOST takes it.
 	Host string
-	// FromEnv says Host came from DOCKER_HOST.
-	FromEnv bool
 }
 
 // SelectEngine finds the engine of a lane whose containerEngine is setting:
@@ -75,7 +73,7 @@ type Engine struct {
 // @39bd4947ba4d): a host with both keeps Docker here unless told (CRI_BIN).
 func SelectEngine(setting string, getenv func(string) string, exists func(string) bool) (Engine, error) {
 	if h := getenv("DOCKER_HOST"); h != "" {
-		return Engine{Name: setting, Host: h, FromEnv: true}, nil
+		return Engine{Name: setting, Host: h}, nil
 	}
 	switch setting {
 	case config.EngineDocker:

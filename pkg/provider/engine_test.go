@@ -24,9 +24,9 @@ func TestSelectEngine(t *testing.T) {
 		err                       string
 	}{
 		{name: "DOCKER_HOST wins, engine told later", dockerHost: "unix:///tmp/x.sock", sockets: []string{DockerSocket},
-			want: Engine{Host: "unix:///tmp/x.sock", FromEnv: true}},
+			want: Engine{Host: "unix:///tmp/x.sock"}},
 		{name: "DOCKER_HOST with podman asked for", setting: "podman", dockerHost: "unix:///tmp/p.sock",
-			want: Engine{Name: "podman", Host: "unix:///tmp/p.sock", FromEnv: true}},
+			want: Engine{Name: "podman", Host: "unix:///tmp/p.sock"}},
 		{name: "Docker's socket first", sockets: []string{DockerSocket, PodmanSocket},
 			want: Engine{Name: "docker", Host: "unix://" + DockerSocket}},
 		{name: "Podman's when Docker's is missing", sockets: []string{PodmanSocket},
