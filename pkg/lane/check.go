@@ -170,10 +170,17 @@ func Failed(results []CheckResult) bool {
 }
 
 // engineCheckTimeout bounds check's engine calls together (what it is,
-// and the look-up for an existing lane): a few local API calls that answer
-// in milliseconds, so an engine that takes five seconds is reported rather
-// than left to hang check.
-const engineCheckTimeout = 5 * time.Second
+// and the look-up for an existing lane), so an engine that does not answer
+// is reported rather than left to hang check. Docker answers in
+// milliseconds; Podman's /version takes seconds: it gathers
+// runtime.Info, which runs conmon and the OCI runtime with --version, asks
+// the package manager (dpkg -S, rpm -q) which package each comes from and
+// lists the image and container stores under the store's lock, then runs
+// the two again (containers/podman pkg/api/handlers/compat/version.go,
+// libpod/info.go, libpod/util.go packageVersion@v4.3.1), waiting for any
+// other Podman command that holds the lock. Five seconds were not enough on
+// a loaded 2-core machine in make test.
+const engineCheckTimeout = 30 * time.Second
 
 // checkEngine names the container engine the lane would run on (which,
 // its version and API version, where) and fails on one a lane cannot use:
