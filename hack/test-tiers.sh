@@ -65,7 +65,7 @@ APISERVER_PKGS=(./pkg/cni ./pkg/reset ./test/apiserver ./test/standin/k3s)
 # Named longest first, so go test starts them first and the short ones fill
 # the gaps: the e2e lanes, the rig's own k3d cluster, pkg/provider's
 # clusters in series.
-CLUSTER_PKGS=(./test/e2e ./test/standin/k3drig ./pkg/provider ./pkg/sriov ./pkg/lane ./test/testutil
+CLUSTER_PKGS=(./test/e2e ./test/standin/k3drig ./pkg/provider ./pkg/sriov ./pkg/lane ./pkg/fleet ./test/testutil
 	./test/standin/cnimulti ./test/rig ./test/rig/nsutil ./test/rig/sysfs ./test/standin/rigsysfs ./test/standin/vfiodev)
 KERNEL_PKGS=(./test/kernel)
 # Stand-ins with their own Go module (kept out of the product's dependency

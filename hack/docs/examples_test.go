@@ -268,17 +268,63 @@ func TestDocPlanExamples(t *testing.T) {
 		{docexample.Lookup(t, "sriov-lane plan --network-resources-injector=true"),
 			[]string{"networkResourcesInjector: true", "kind: MutatingWebhookConfiguration"}},
 	} {
-		var out, errOut strings.Builder
-		root := cmd.NewRoot(cmd.IOStreams{In: strings.NewReader(""), Out: &out, Err: &errOut})
-		root.SetArgs(c.e.Args[1:])
-		if err := root.ExecuteContext(t.Context()); err != nil {
-			t.Errorf("%s: %v\n%s", c.e, err, errOut.String())
-			continue
+		runExample(t, c.e, c.want)
+	}
+}
+
+// runExample runs the sriov-lane example e in this process and expects
+// each of want in what it prints.
+func runExample(t *testing.T, e docexample.Example, want []string) {
+	t.Helper()
+	var out, errOut strings.Builder
+	root := cmd.NewRoot(cmd.IOStreams{In: strings.NewReader(""), Out: &out, Err: &errOut})
+	root.SetArgs(e.Args[1:])
+	if err := root.ExecuteContext(t.Context()); err != nil {
+		t.Errorf("%s: %v\n%s", e, err, errOut.String())
+		return
+	}
+	for _, w := range want {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("%s: the output lacks %q:\n%s", e, w, out.String())
 		}
-		for _, w := range c.want {
-			if !strings.Contains(out.String(), w) {
-				t.Errorf("%s: the plan lacks %q", c.e, w)
-			}
+	}
+}
+
+// The fleet page's fleet file is one sriov-lane reads, and its render and
+// job examples, run here on it (they change nothing and need no host),
+// print the objects and the job it describes.
+func TestDocFleetExamples(t *testing.T) {
+	const root = "../.."
+	blocks, err := docexample.Blocks(filepath.Join(root, "docs/fleet.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file string
+	for _, b := range blocks {
+		if b.Lang == "yaml" && strings.Contains(b.Text(), "kind: Fleet") {
+			file = b.Text()
 		}
+	}
+	if file == "" {
+		t.Fatal("docs/fleet.md has no fleet file (a yaml block of kind Fleet)")
+	}
+	cases := []struct {
+		e    docexample.Example
+		want []string
+	}{
+		{docexample.Lookup(t, "sriov-lane fleet render --config fleet.yaml -o json"),
+			[]string{`"kind": "DaemonSet"`, `"sriov-host-1": "{`, `"sriov-host-2": "{`, `0000:5e:00.1`, `"type\":\"host-device\"`}},
+		{docexample.Lookup(t, "sriov-lane fleet job --config fleet.yaml"),
+			[]string{"kind: Pod", "sriov-lane.io/pf: \"2\"", "image: quay.io/example/ci-image:latest", "k8s.v1.cni.cncf.io/networks: default/sriov-lane-pf, default/sriov-lane-pf"}},
+		{docexample.Lookup(t, "sriov-lane fleet job --config fleet.yaml --prow"),
+			[]string{"- always_run: false", "decorate: true", "name: sriov-lane-job", "privileged: true"}},
+	}
+	// The examples name fleet.yaml in the working directory.
+	t.Chdir(t.TempDir())
+	if err := os.WriteFile("fleet.yaml", []byte(file), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cases {
+		runExample(t, c.e, c.want)
 	}
 }

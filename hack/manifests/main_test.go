@@ -16,14 +16,11 @@ func TestManifestsUpToDate(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := filepath.Join("..", "..", "manifests")
-	have, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	haveNames, err := yamlFiles(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var haveNames, wantNames []string
-	for _, p := range have {
-		haveNames = append(haveNames, filepath.Base(p))
-	}
+	var wantNames []string
 	for n := range files {
 		wantNames = append(wantNames, n)
 	}
@@ -41,7 +38,7 @@ func TestManifestsUpToDate(t *testing.T) {
 		}
 	}
 	// One file per component of both default lanes, and per optional one.
-	for _, n := range []string{"flannel.yaml", "calico.yaml", "multus.yaml", "sriov-cni.yaml", "sriov-device-plugin.yaml", "network-resources-injector.yaml"} {
+	for _, n := range []string{"flannel.yaml", "calico.yaml", "multus.yaml", "sriov-cni.yaml", "sriov-device-plugin.yaml", "network-resources-injector.yaml", "ci/fleet.yaml", "ci/job.yaml", "ci/prow-presubmit.yaml"} {
 		if _, ok := files[n]; !ok {
 			t.Errorf("no %s rendered", n)
 		}

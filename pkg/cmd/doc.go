@@ -21,4 +21,7 @@
 //   - verify.go:    verify: the smoke pod that takes one VF, checked inside
 //   - load.go:      load: host Docker images into every node
 //   - export.go:    export logs
+//   - fleet.go:     fleet render and fleet job: a CI fleet's objects and its
+//     job, from the fleet file
+//   - fleetpfs.go:  fleet pfs: on a fleet host, its pool's PFs, and --return
 package cmd

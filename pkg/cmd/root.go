@@ -164,6 +164,7 @@ Every command that changes the host runs as root.`,
 		newVerifyCmd(g),
 		newLoadCmd(g),
 		newExportCmd(g),
+		newFleetCmd(g),
 	)
 	return root, g
 }

@@ -79,42 +79,108 @@ func sriovCNIObjects(o Options) []runtime.Object {
 	return []runtime.Object{ds}
 }
 
-// devicePluginObjects is the plugin's ConfigMap (from the typed DPConfig),
-// its ServiceAccount and its DaemonSet. The ConfigMap lives in the plugin's
-// own namespace because a pod can only mount ConfigMaps from there.
+// devicePluginObjects is the lane's device plugin: one pool of the VFs of
+// its PFs on every SR-IOV agent. Its ConfigMap lives in the plugin's own
+// namespace because a pod can only mount ConfigMaps from there.
 func devicePluginObjects(o Options) ([]runtime.Object, error) {
-	conf, err := devicePluginConfig(o).Marshal()
-	if err != nil {
-		return nil, err
+	return DevicePlugin{
+		Namespace:      o.Namespace,
+		DaemonSet:      devicePluginDaemonSet,
+		ConfigMap:      DevicePluginConfigMap,
+		ServiceAccount: devicePluginSA,
+		PodName:        "sriov-device-plugin",
+		Image:          o.image(DevicePluginImage),
+		ResourcePrefix: o.ResourcePrefix,
+		Configs:        map[string]DPConfig{DevicePluginConfigKey: devicePluginConfig(o)},
+		ConfigFile:     DevicePluginConfigKey,
+		NodeSelector:   map[string]string{o.NodeSelectorKey: o.NodeSelectorValue},
+	}.Objects()
+}
+
+// DevicePlugin is one deployment of the SR-IOV network device plugin: the
+// lane's (the VFs of its PFs) or a fleet's (whole PFs, a config per host).
+type DevicePlugin struct {
+	Namespace, DaemonSet, ConfigMap, ServiceAccount string
+	// PodName is the pods' name label, which the DaemonSet selects them by.
+	PodName string
+	Image   string
+	// ResourcePrefix is the plugin's --resource-prefix.
+	ResourcePrefix string
+	// Configs are the ConfigMap's files under /etc/pcidp, by name.
+	Configs map[string]DPConfig
+	// ConfigFile is the one the plugin reads: a name of Configs, or
+	// $(NODE_NAME) for one file per node, which the kubelet expands in
+	// the container's arguments from the NODE_NAME variable.
+	ConfigFile string
+	// NodeSelector, or else Nodes (by name), is where the plugin runs.
+	NodeSelector map[string]string
+	Nodes        []string
+}
+
+// nodeNameVar is the variable a DevicePlugin's ConfigFile may name.
+const nodeNameVar = "NODE_NAME"
+
+// Objects are the plugin's ServiceAccount, its ConfigMap (from the typed
+// DPConfigs) and its DaemonSet.
+func (d DevicePlugin) Objects() ([]runtime.Object, error) {
+	data := map[string]string{}
+	var items []corev1.KeyToPath
+	for _, name := range slices.Sorted(maps.Keys(d.Configs)) {
+		conf, err := d.Configs[name].Marshal()
+		if err != nil {
+			return nil, err
+		}
+		data[name] = conf
+		items = append(items, corev1.KeyToPath{Key: name, Path: name})
 	}
 	// As upstream: tier and app on the DaemonSet, name too on its pods,
 	// which it selects by name.
 	labels := map[string]string{"tier": "node", "app": "sriovdp"}
-	podLabels := map[string]string{"tier": "node", "app": "sriovdp", "name": "sriov-device-plugin"}
+	podLabels := map[string]string{"tier": "node", "app": "sriovdp", "name": d.PodName}
 	cm := &corev1.ConfigMap{
 		TypeMeta:   typeConfigMap,
-		ObjectMeta: ObjectMeta(DevicePluginConfigMap, o.Namespace, nil),
-		Data:       map[string]string{DevicePluginConfigKey: conf},
+		ObjectMeta: ObjectMeta(d.ConfigMap, d.Namespace, nil),
+		Data:       data,
 	}
-	sa := &corev1.ServiceAccount{TypeMeta: typeServiceAccount, ObjectMeta: ObjectMeta(devicePluginSA, o.Namespace, nil)}
+	sa := &corev1.ServiceAccount{TypeMeta: typeServiceAccount, ObjectMeta: ObjectMeta(d.ServiceAccount, d.Namespace, nil)}
+	var env []corev1.EnvVar
+	if strings.Contains(d.ConfigFile, "$("+nodeNameVar+")") {
+		env = []corev1.EnvVar{nodeNameEnv(nodeNameVar)}
+	}
+	// One term a node, the terms OR'ed: a metadata.name requirement takes
+	// one value (k8s.io/kubernetes pkg/apis/core/validation/validation.go@v1.36.3
+	// ValidateNodeFieldSelectorRequirement; the API server refused the list on the rig).
+	var affinity *corev1.Affinity
+	if len(d.Nodes) > 0 {
+		var terms []corev1.NodeSelectorTerm
+		for _, n := range d.Nodes {
+			terms = append(terms, corev1.NodeSelectorTerm{
+				MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{n}}},
+			})
+		}
+		affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: terms},
+		}}
+	}
 	ds := &appsv1.DaemonSet{
 		TypeMeta:   typeDaemonSet,
-		ObjectMeta: ObjectMeta(devicePluginDaemonSet, o.Namespace, labels),
+		ObjectMeta: ObjectMeta(d.DaemonSet, d.Namespace, labels),
 		Spec: appsv1.DaemonSetSpec{
 			Selector: selectorOn(podLabels, "name"),
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: podMeta(podLabels),
 				Spec: corev1.PodSpec{
 					HostNetwork:  true,
-					NodeSelector: map[string]string{o.NodeSelectorKey: o.NodeSelectorValue},
+					NodeSelector: d.NodeSelector,
+					Affinity:     affinity,
 					// Upstream tolerates no taint, and so would start the
 					// plugin only once the agent is Ready, in series on
 					// up's way to allocatable.
 					Tolerations:        tolerateAll(),
-					ServiceAccountName: devicePluginSA,
+					ServiceAccountName: d.ServiceAccount,
 					Containers: []corev1.Container{{
 						Name:            "kube-sriovdp",
-						Image:           o.image(DevicePluginImage),
+						Image:           d.Image,
 						ImagePullPolicy: corev1.PullIfNotPresent,
 						// Options of the image's entrypoint, which passes
 						// them on to sriovdp as glog and plugin flags
@@ -122,9 +188,10 @@ func devicePluginObjects(o Options) ([]runtime.Object, error) {
 						Args: []string{
 							"--log-dir=sriovdp",
 							"--log-level=10",
-							"--resource-prefix=" + o.ResourcePrefix,
-							"--config-file=/etc/pcidp/" + DevicePluginConfigKey,
+							"--resource-prefix=" + d.ResourcePrefix,
+							"--config-file=/etc/pcidp/" + d.ConfigFile,
 						},
+						Env:             env,
 						SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
 						Resources:       resources("250m", "40Mi", "1", "200Mi"),
 						VolumeMounts: []corev1.VolumeMount{
@@ -139,7 +206,7 @@ func devicePluginObjects(o Options) ([]runtime.Object, error) {
 						hostPathVolume("devicesock", "/var/lib/kubelet/device-plugins", corev1.HostPathDirectory),
 						hostPathVolume("plugins-registry", "/var/lib/kubelet/plugins_registry", corev1.HostPathDirectoryOrCreate),
 						hostPathVolume("log", "/var/log", corev1.HostPathDirectory),
-						configMapVolume("config-volume", DevicePluginConfigMap, corev1.KeyToPath{Key: DevicePluginConfigKey, Path: DevicePluginConfigKey}),
+						configMapVolume("config-volume", d.ConfigMap, items...),
 						hostPathVolume("device-info", "/var/run/k8s.cni.cncf.io/devinfo/dp", corev1.HostPathDirectoryOrCreate),
 					},
 				},

@@ -38,16 +38,7 @@ func Default() *Lane {
 
 // SetDefaults fills every unset field of l. It is the only place defaults live.
 func SetDefaults(l *Lane) {
-	str := func(p *string, v string) {
-		if *p == "" {
-			*p = v
-		}
-	}
-	num := func(p *int, v int) {
-		if *p == 0 {
-			*p = v
-		}
-	}
+	str, num := orString, orInt
 	str(&l.APIVersion, APIVersion)
 	str(&l.Kind, Kind)
 	str(&l.Name, DefaultName)
@@ -146,3 +137,16 @@ func (l *Lane) NodeLabelKV() (string, string) {
 
 // Resource is the extended resource the VFs are advertised as.
 func (l *Lane) Resource() string { return l.ResourcePrefix + "/" + l.ResourceName }
+
+// orString and orInt set an unset (zero) field to its default.
+func orString(p *string, v string) {
+	if *p == "" {
+		*p = v
+	}
+}
+
+func orInt(p *int, v int) {
+	if *p == 0 {
+		*p = v
+	}
+}

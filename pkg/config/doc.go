@@ -17,4 +17,6 @@
 //   - strict.go:   unknown keys found and named by their full path
 //   - validate.go: Validate, InvalidError (exit 2) and --volume parsing
 //   - duration.go: Duration as "10m0s" in YAML and JSON
+//   - fleet.go:    the fleet file (kind Fleet) of `sriov-lane fleet`: its
+//     types, defaults, validation and strict loading
 package config

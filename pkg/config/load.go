@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -256,22 +257,26 @@ func Load(src Source) (*Lane, error) {
 
 // DecodeStrict decodes YAML (or JSON) into l, rejecting unknown fields and
 // naming them with their path, and a file of more than one document.
-func DecodeStrict(b []byte, l *Lane) error {
+func DecodeStrict(b []byte, l *Lane) error { return decodeStrict(b, l, "a lane config") }
+
+// decodeStrict decodes the one document of b, what's file, into v (a
+// pointer to a struct), naming every unknown field by its path.
+func decodeStrict(b []byte, v any, what string) error {
 	if len(bytes.TrimSpace(b)) == 0 {
 		return errors.New("file is empty")
 	}
-	b, err := oneDocument(b)
+	b, err := oneDocument(b, what)
 	if err != nil {
 		return err
 	}
-	unknown, err := unknownFields(b)
+	unknown, err := unknownFields(b, reflect.TypeOf(v).Elem())
 	if err != nil {
 		return err
 	}
 	if len(unknown) > 0 {
 		return fmt.Errorf("unknown field(s) %s", strings.Join(unknown, ", "))
 	}
-	return yaml.UnmarshalStrict(b, l)
+	return yaml.UnmarshalStrict(b, v)
 }
 
 // oneDocument returns the lane config's one document. The YAML library
@@ -279,7 +284,7 @@ func DecodeStrict(b []byte, l *Lane) error {
 // second document with content is refused. Empty documents (a stray `---`
 // at either end, or doubled) hold no settings and are skipped; documents are
 // numbered as the file has them, empty ones included.
-func oneDocument(b []byte) ([]byte, error) {
+func oneDocument(b []byte, what string) ([]byte, error) {
 	dec := yamlv3.NewDecoder(bytes.NewReader(b))
 	found, firstExtra, extraLine := 0, 0, 0
 	for n := 1; ; n++ {
@@ -307,7 +312,7 @@ func oneDocument(b []byte) ([]byte, error) {
 		}
 	}
 	if found > 1 {
-		return nil, fmt.Errorf("document %d (line %d): a lane config holds one document; found %d", firstExtra, extraLine, found)
+		return nil, fmt.Errorf("document %d (line %d): %s holds one document; found %d", firstExtra, extraLine, what, found)
 	}
 	return b, nil
 }

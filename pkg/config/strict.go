@@ -9,16 +9,16 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// unknownFields walks decoded YAML against the Go type and returns the path
+// unknownFields walks decoded YAML against the Go type t and returns the path
 // of every key the type does not have, e.g. "registry.adress". encoding/json
 // only names the leaf, which leaves users hunting in nested files.
-func unknownFields(b []byte) ([]string, error) {
+func unknownFields(b []byte, t reflect.Type) ([]string, error) {
 	var generic any
 	if err := yaml.Unmarshal(b, &generic); err != nil {
 		return nil, err
 	}
 	var out []string
-	walkUnknown(generic, reflect.TypeOf(Lane{}), "", &out)
+	walkUnknown(generic, t, "", &out)
 	sort.Strings(out)
 	return out, nil
 }

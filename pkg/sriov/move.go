@@ -447,3 +447,60 @@ func joinNotes(notes []string) string {
 	}
 	return out
 }
+
+// LinkAlias is the ifalias of the link name in the caller's netns: where
+// the host-device CNI plugin keeps a PF's host name while a pod has it.
+func LinkAlias(name string) (string, error) {
+	h, l, err := ownLink(name)
+	if err != nil {
+		return "", err
+	}
+	defer h.Close()
+	return l.Attrs().Alias, nil
+}
+
+// RenameToAlias gives the link name in the caller's netns the name its
+// ifalias holds and clears the alias, leaving it down: what the
+// host-device plugin's DEL does to a PF it moves out of a pod
+// (containernetworking/plugins plugins/main/host-device/host-device.go@v1.9.1
+// moveLinkOut), for a PF the kernel returned from a pod's netns instead.
+func RenameToAlias(name string) (string, error) {
+	h, l, err := ownLink(name)
+	if err != nil {
+		return "", err
+	}
+	defer h.Close()
+	to := l.Attrs().Alias
+	if to == "" || to == name {
+		return name, nil
+	}
+	if err := h.LinkSetDown(l); err != nil {
+		return "", fmt.Errorf("setting %s down: %w", name, err)
+	}
+	// Read again: setName sets a link that was up up again.
+	if l, err = h.LinkByName(name); err != nil {
+		return "", fmt.Errorf("link %s: %w", name, err)
+	}
+	if err := setName(h, l, to); err != nil {
+		return "", err
+	}
+	if err := h.LinkSetAlias(l, ""); err != nil {
+		return "", fmt.Errorf("clearing the alias of %s: %w", to, err)
+	}
+	return to, nil
+}
+
+// ownLink opens netlink in the caller's netns and finds the link name
+// there; the caller closes the handle.
+func ownLink(name string) (*netlink.Handle, netlink.Link, error) {
+	h, err := routeHandle()
+	if err != nil {
+		return nil, nil, fmt.Errorf("opening netlink: %w", err)
+	}
+	l, err := h.LinkByName(name)
+	if err != nil {
+		h.Close()
+		return nil, nil, fmt.Errorf("link %s: %w", name, err)
+	}
+	return h, l, nil
+}

@@ -190,3 +190,11 @@ const DefaultReturnWait = 60 * time.Second
 // returnPollInterval is how often down looks for the PF again: each look is
 // one netlink dump of the init netns.
 const returnPollInterval = 200 * time.Millisecond
+
+// RemoveVFs takes every VF off the PF at pci, as down does: after their
+// VFIO holders let go, within d's bound, naming them past it. A fleet
+// host's PF that came back from a job with VFs is no device of the device
+// plugin's pool until they are gone.
+func (d Restorer) RemoveVFs(ctx context.Context, pci string) (string, error) {
+	return d.undoNumVFs(ctx, NumVFsRecord{PCI: pci})
+}

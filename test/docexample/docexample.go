@@ -24,6 +24,7 @@ var UserDocs = []string{
 	"docs/kubevirtci.md",
 	"docs/podman.md",
 	"docs/emulated-igb.md",
+	"docs/fleet.md",
 	"docs/troubleshooting.md",
 }
 

@@ -275,6 +275,8 @@ func TestConformanceSelection(t *testing.T) {
 			Got: sel1(`{"pciAddresses":["`+vf(1, 2)+`","`+vf(0, 0)+`"]}`, fakeNet{}), Want: "serves kubevirt.io/r " + ids(vf(0, 0), vf(1, 2))},
 		{Src: prov + " AddTargetDevices", What: "a PF with VFs is never a device; one without VFs is (its own PF name is empty)",
 			Got: sel1(`{"drivers":["i40e"]}`, fakeNet{}), Want: "serves kubevirt.io/r " + sysfs.PFBDF(2)},
+		{Src: sel + " pciAddressSelector; " + prov + " AddTargetDevices", What: "pciAddresses takes a PF without VFs by its address (a fleet's pool of whole PFs); a PF with VFs, not even by it",
+			Got: sel1(`{"pciAddresses":["`+sysfs.PFBDF(2)+`","`+sysfs.PFBDF(0)+`"]}`, fakeNet{}), Want: "serves kubevirt.io/r " + sysfs.PFBDF(2)},
 		{Src: prov + " AddTargetDevices; " + utils + " HasDefaultRoute", What: "a function whose netdev carries an IPv4 default route is left out",
 			Got: sel1(`{"drivers":["i40e"]}`, fakeNet{routed: map[string]bool{"rgd2": true}}), Want: "serves nothing, until signalled"},
 		{Src: mgr + " initServers", What: "selectors are OR'ed in order and a device goes to the first pool that takes it; empty pools are left out",
