@@ -42,6 +42,10 @@ var binary string
 // a VF's VFIO device from inside a node.
 var vfioHold string
 
+// staticBinary is sriov-lane and sysfsShim test/rig/cmd/sysfs-shim, built
+// static by TestMain, for running in a node (the fleet test's hosts).
+var staticBinary, sysfsShim string
+
 // logsRoot is where a failed test's lanes export their logs (exportLogs):
 // $ARTIFACTS, where a CI system collects files, else a directory made
 // under the caller's temp dir (not TestMain's TMPDIR, which is removed).
@@ -79,14 +83,22 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}
-	// vfio-hold runs inside a node container: static.
+	// What runs inside a node container: static.
 	vfioHold = filepath.Join(dir, "vfio-hold")
-	build := exec.Command("go", "build", "-o", vfioHold, "github.com/sriov-lane/sriov-lane/test/rig/cmd/vfio-hold")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building vfio-hold: %v\n%s", err, out)
-		os.RemoveAll(dir)
-		os.Exit(1)
+	staticBinary = filepath.Join(dir, "static", "sriov-lane")
+	sysfsShim = filepath.Join(dir, "sysfs-shim")
+	for _, b := range []struct{ out, pkg string }{
+		{vfioHold, "test/rig/cmd/vfio-hold"},
+		{staticBinary, "cmd/sriov-lane"},
+		{sysfsShim, "test/rig/cmd/sysfs-shim"},
+	} {
+		build := exec.Command("go", "build", "-o", b.out, "github.com/sriov-lane/sriov-lane/"+b.pkg)
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", b.pkg, err, out)
+			os.RemoveAll(dir)
+			os.Exit(1)
+		}
 	}
 	// Every binary the tests run, and their temp dirs, get TMPDIR in here:
 	// an up killed on purpose cannot remove its private k3d temp dir, and

@@ -48,6 +48,9 @@ const (
 	// docker.io/library/busybox:1.37.0 (pkg/cni.SmokeImage): Debian's
 	// busybox-static, which may be another busybox version.
 	StandinBusyboxImage = "sriov-lane-standin/busybox:1.37.0-standin"
+	// StandinFleetJobImage stands in for a fleet's CI job image, which
+	// holds sriov-lane: busybox and sriov-lane built from this checkout.
+	StandinFleetJobImage = "sriov-lane-standin/fleet-job:standin"
 )
 
 // Strict reports whether a missing prerequisite must fail the test rather

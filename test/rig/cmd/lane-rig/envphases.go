@@ -67,6 +67,12 @@ var (
 			"github.com/containernetworking/plugins/plugins/main/bridge", "github.com/containernetworking/plugins/plugins/main/loopback",
 			"github.com/containernetworking/plugins/plugins/ipam/host-local", "github.com/containernetworking/plugins/plugins/meta/portmap",
 			"github.com/containernetworking/plugins/plugins/meta/bandwidth", "github.com/containernetworking/plugins/plugins/meta/firewall"}}
+	// The host-device CNI plugin, which a fleet's cluster has on its SR-IOV
+	// hosts and k3s does not ship: the fleet test puts it in its lane's
+	// agents, behind test/rig/cmd/sysfs-shim.
+	hostDeviceTools = toolSet{name: "host-device", dir: "hack/tools/node", env: cgoOff,
+		flags: []string{"-ldflags=-s -w"},
+		pkgs:  []string{"github.com/containernetworking/plugins/plugins/main/host-device"}}
 	shimTools = toolSet{name: "shim", dir: "hack/tools/node", env: cgoOff,
 		flags: []string{"-tags=no_grpc,no_btrfs,no_devmapper,no_zfs", "-ldflags=" + ctrdLDFlags},
 		pkgs:  []string{"github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2"}}
@@ -139,6 +145,9 @@ var (
 	standinSRIOVCNI   = standin("test/standin/sriovcni", ".=sriov")
 	standinDRASRIOV   = standin("test/standin/drasriov", ".=dra-driver-sriov")
 	standinLocalPath  = standin("test/standin/localpath", ".=local-path-provisioner")
+	// sriov-lane itself, for the fleet test's job image.
+	sriovLaneTools = toolSet{name: "sriov-lane", dir: ".", env: cgoOff, flags: []string{"-buildvcs=false", "-ldflags=-s -w"},
+		pkgs: []string{"./cmd/sriov-lane"}}
 )
 
 func standin(dir, pkg string) toolSet {
@@ -199,12 +208,12 @@ func (e *env) phases() []phase {
 			if err != nil {
 				return err
 			}
-			for _, t := range []toolSet{ctrdTools, shimTools, runcTools(sc, scLib, deb)} {
+			for _, t := range []toolSet{ctrdTools, shimTools, hostDeviceTools, runcTools(sc, scLib, deb)} {
 				if err := e.tools(ctx, t); err != nil {
 					return err
 				}
 			}
-			return e.assetLinks("containerd", "ctr", "bridge", "loopback", "host-local", "portmap", "bandwidth", "firewall", "containerd-shim-runc-v2", "runc")
+			return e.assetLinks("containerd", "ctr", "bridge", "loopback", "host-local", "portmap", "bandwidth", "firewall", "containerd-shim-runc-v2", "runc", "host-device")
 		}},
 		{"flannel", func(ctx context.Context) error {
 			if err := e.tools(ctx, flanneldTools); err != nil {
@@ -380,6 +389,12 @@ func (e *env) phases() []phase {
 		{"image-busybox", func(ctx context.Context) error {
 			return e.images.ensure(ctx, imageSpec{tag: testutil.StandinBusyboxImage, body: `CMD ["sh"]`})
 		}},
+		// A fleet's job image as the fleet test runs it: a CI image that
+		// holds sriov-lane (pkg/fleet JobPod).
+		{"image-fleet-job", e.standinImage(sriovLaneTools, func() imageSpec {
+			return imageSpec{tag: testutil.StandinFleetJobImage, body: `CMD ["sh"]`,
+				files: []fileSpec{{e.bin["sriov-lane"], "/usr/bin/sriov-lane"}}}
+		})},
 		{"image-registry", func(ctx context.Context) error {
 			cfg := filepath.Join(e.o.cache, "registry-config.yml")
 			if err := atomicfile.Write(cfg, []byte(registryConfig), 0o644); err != nil {

@@ -51,6 +51,7 @@ var rigPushes = []struct{ local, upstream string }{
 	{provider.K3sLocalPathImage, provider.K3sLocalPathImage},
 	{testutil.StandinBusyboxImage, provider.K3sLocalPathHelperImage},
 	{testutil.StandinPauseImage, provider.K3sPauseImage},
+	{testutil.StandinFleetJobImage, testutil.StandinFleetJobImage},
 }
 
 // mirrorPath is the repository path (and tag) a mirror serves ref under:
