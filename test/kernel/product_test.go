@@ -26,6 +26,7 @@ var guestProductTests = []string{
 	"TestEmulatedIGBVFSettings",
 	"TestCheckReportsIGBPFs",
 	"TestPlanNetdeviceSelectsIGBPFs",
+	"TestFleetPFBackFromADeadPod",
 }
 
 // productPart is TestKernels' share of a boot for test/kernel/guest's tests

@@ -11,7 +11,9 @@
 // in a new netns plays the agent, pinned by pkg/sriov's own pin code), a
 // PF's VFs from before the lease coming back, and a VF held through VFIO
 // (group file, or a device fd alone) making the undo fail in bound, naming
-// its holder, and a re-run finish once it is gone.
+// its holder, and a re-run finish once it is gone; and a fleet host's PF
+// the kernel brings back from a job pod's dead netns, which pkg/fleet
+// reports and returns.
 //
 // Where things live (TestDocFileMap keeps this list true):
 //   - guest.go:  the guest's environment (SRIOV_LANE_GUEST, the out
