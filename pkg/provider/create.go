@@ -65,6 +65,7 @@ func (p *Provider) Create(ctx context.Context, l *config.Lane, opts CreateOption
 		lg = log.Noop
 	}
 	name := l.ClusterName()
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, l.WaitTimeout.Duration)
 	defer cancel()
 
@@ -138,7 +139,7 @@ func (p *Provider) Create(ctx context.Context, l *config.Lane, opts CreateOption
 	stopWatch()
 	<-watched
 	if runErr != nil {
-		return p.explainFailure(ctx, l, fmt.Errorf("creating cluster %s: %w", name, runErr))
+		return p.explainFailure(ctx, l, fmt.Errorf("creating cluster %s: %w", name, overran(parent, ctx, l.WaitTimeout.Duration, runErr)))
 	}
 	for _, n := range cc.Nodes {
 		if n.Role == k3d.ServerRole || n.Role == k3d.AgentRole {
@@ -154,6 +155,18 @@ func (p *Provider) Create(ctx context.Context, l *config.Lane, opts CreateOption
 		nodeProgress(lg, RegistryAlias, "ready")
 	}
 	return nil
+}
+
+// overran names the bound a create ran out of. k3d reports it as whatever
+// Docker call the deadline cut short ("Failed to copy content to
+// container ...: context deadline exceeded"), which says nothing of
+// waitTimeout, the setting to raise on a slow or loaded host. An
+// interrupted create (parent done) is left as it is.
+func overran(parent, ctx context.Context, bound time.Duration, err error) error {
+	if parent.Err() != nil || !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return err
+	}
+	return fmt.Errorf("not created within waitTimeout %s (--wait-timeout; a loaded host may need longer): %w", bound, err)
 }
 
 // RefuseExisting is the one answer to "does the lane's cluster exist": it
