@@ -25,11 +25,16 @@ import (
 func TestUpWithoutMirrorSaysNodesCannotPull(t *testing.T) {
 	t.Parallel() // own rig, lane name and API port (see TestMain)
 	requireRig(t)
-	// One agent: the nodes' pulls are the point. The timeout bounds the
-	// cluster's create too (10 s alone, 30 s in make test's cluster tier);
-	// the first pull fails seconds into the wait. It is the lane's whole
-	// life here, so it is the test's length.
-	timeout := bound.Scaled(45 * time.Second)
+	// One agent: the nodes' pulls are the point. The timeout bounds
+	// k3d's create of the cluster too, which no event shortens: 10 s
+	// alone, 30 s in make test's cluster tier as a rule, but past 90 s
+	// (45 s scaled by 2) in CI while the tier's first lanes were created
+	// beside it, failing the create before any pod ran, and up to 3m19s
+	// once under a heavier load (testutil.CommandBound). The first pull
+	// fails seconds into the wait, so the report comes long before the
+	// timeout whatever it is. It is the lane's whole life here, so it is
+	// the test's length: the tier starts this test first for that.
+	timeout := bound.Scaled(2 * time.Minute)
 	_, r, l := rigLane(t, 1, func(c *config.Lane) {
 		c.Agents = 1
 		c.ImageRegistryMirror = ""
