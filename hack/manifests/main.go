@@ -16,7 +16,6 @@ import (
 	"slices"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
@@ -136,13 +135,9 @@ func renderFleet() (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var us []*unstructured.Unstructured
-	for _, o := range objs {
-		u, err := cni.ToUnstructured(o)
-		if err != nil {
-			return nil, err
-		}
-		us = append(us, u)
+	us, err := cni.ToUnstructuredList(objs)
+	if err != nil {
+		return nil, err
 	}
 	files := map[string][]byte{}
 	b := head("`sriov-lane fleet render`: what the fleet's cluster runs", cni.DevicePluginUpstream, fleet.HostDeviceUpstream)

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
 	"github.com/sriov-lane/sriov-lane/pkg/cni"
@@ -65,13 +64,9 @@ changes nothing. Multus and the host-device plugin must already be on the cluste
 			if err != nil {
 				return err
 			}
-			var us []*unstructured.Unstructured
-			for _, o := range objs {
-				u, err := cni.ToUnstructured(o)
-				if err != nil {
-					return err
-				}
-				us = append(us, u)
+			us, err := cni.ToUnstructuredList(objs)
+			if err != nil {
+				return err
 			}
 			return cni.Render(g.streams.Out, us, output)
 		},

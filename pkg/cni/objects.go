@@ -46,15 +46,11 @@ func Components(ctx context.Context, o Options) ([]Component, error) {
 	}
 	var out []Component
 	typed := func(name string, upstream []string, objs []runtime.Object) error {
-		c := Component{Name: name, Upstream: upstream}
-		for _, t := range objs {
-			u, err := ToUnstructured(t)
-			if err != nil {
-				return err
-			}
-			c.Objects = append(c.Objects, u)
+		us, err := ToUnstructuredList(objs)
+		if err != nil {
+			return err
 		}
-		out = append(out, c)
+		out = append(out, Component{Name: name, Upstream: upstream, Objects: us})
 		return nil
 	}
 	switch o.CNI {
@@ -220,6 +216,19 @@ func ToUnstructured(obj runtime.Object) (*unstructured.Unstructured, error) {
 		return nil, fmt.Errorf("%T %s has no TypeMeta", obj, u.GetName())
 	}
 	return u, nil
+}
+
+// ToUnstructuredList is ToUnstructured of each of objs, in their order.
+func ToUnstructuredList(objs []runtime.Object) ([]*unstructured.Unstructured, error) {
+	out := make([]*unstructured.Unstructured, 0, len(objs))
+	for _, o := range objs {
+		u, err := ToUnstructured(o)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, u)
+	}
+	return out, nil
 }
 
 func pruneNulls(v any) {

@@ -59,15 +59,7 @@ func Objects(o cni.Options) ([]*unstructured.Unstructured, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*unstructured.Unstructured, 0, len(typed))
-	for _, t := range typed {
-		u, err := cni.ToUnstructured(t)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, u)
-	}
-	return out, nil
+	return cni.ToUnstructuredList(typed)
 }
 
 func objects(o cni.Options) ([]runtime.Object, error) {
