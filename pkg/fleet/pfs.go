@@ -75,10 +75,7 @@ func PFs(sys sriov.Sysfs, pcis []string) ([]PFReport, error) {
 			out = append(out, r)
 			continue
 		}
-		r.Name = pf.Name
-		if r.Alias, err = sriov.LinkAlias(pf.Name); err != nil {
-			return nil, fmt.Errorf("%s: %w", pf, err)
-		}
+		r.Name, r.Alias = pf.Name, pf.Alias
 		if r.Alias != "" && r.Alias != r.Name {
 			r.Problems = append(r.Problems, fmt.Sprintf("named %s, as a job's pod named it: its netns went without the CNI DEL that renames it %s", r.Name, r.Alias))
 		}

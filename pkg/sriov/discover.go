@@ -29,7 +29,11 @@ type PF struct {
 	NUMANode int `json:"numaNode"`
 	// Present says whether the netdev is in the caller's netns; a PF
 	// already inside some node's netns is listed but not Present.
-	Present   bool   `json:"present"`
+	Present bool `json:"present"`
+	// Alias is the netdev's ifalias, where the host-device CNI plugin
+	// keeps a PF's host name while a pod has it (pkg/fleet). Not in the
+	// JSON: journal records and SRIOV_LANE_PFS keep their shape.
+	Alias     string `json:"-"`
 	OperState string `json:"operState,omitempty"`
 	AdminUp   bool   `json:"adminUp"`
 	MTU       int    `json:"mtu,omitempty"`
@@ -99,6 +103,7 @@ func Discover(s Sysfs) ([]PF, error) {
 			}
 			a := l.Attrs()
 			pf.Name, pf.MAC, pf.Present = a.Name, mac, true
+			pf.Alias = a.Alias
 			pf.OperState = a.OperState.String()
 			pf.AdminUp = a.Flags&net.FlagUp != 0
 			pf.MTU = a.MTU

@@ -448,17 +448,6 @@ func joinNotes(notes []string) string {
 	return out
 }
 
-// LinkAlias is the ifalias of the link name in the caller's netns: where
-// the host-device CNI plugin keeps a PF's host name while a pod has it.
-func LinkAlias(name string) (string, error) {
-	h, l, err := ownLink(name)
-	if err != nil {
-		return "", err
-	}
-	defer h.Close()
-	return l.Attrs().Alias, nil
-}
-
 // RenameToAlias gives the link name in the caller's netns the name its
 // ifalias holds and clears the alias, leaving it down: what the
 // host-device plugin's DEL does to a PF it moves out of a pod
