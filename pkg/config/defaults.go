@@ -38,38 +38,37 @@ func Default() *Lane {
 
 // SetDefaults fills every unset field of l. It is the only place defaults live.
 func SetDefaults(l *Lane) {
-	str, num := orString, orInt
-	str(&l.APIVersion, APIVersion)
-	str(&l.Kind, Kind)
-	str(&l.Name, DefaultName)
-	num(&l.Agents, 2)
-	num(&l.PFsPerNode, 1)
-	num(&l.VFsPerPF, 6)
-	str(&l.VFDriver, VFDriverVFIO)
-	str(&l.VFAllocation, VFAllocationDevicePlugin)
-	str(&l.ResourcePrefix, DefaultResourcePrefix)
-	str(&l.ResourceName, DefaultResourceName)
-	str(&l.NodeLabel, DefaultNodeLabel)
-	str(&l.CNI, CNIFlannel)
-	str(&l.K3sImage, DefaultK3sImage)
-	num(&l.APIPort, 6443)
+	orString(&l.APIVersion, APIVersion)
+	orString(&l.Kind, Kind)
+	orString(&l.Name, DefaultName)
+	orInt(&l.Agents, 2)
+	orInt(&l.PFsPerNode, 1)
+	orInt(&l.VFsPerPF, 6)
+	orString(&l.VFDriver, VFDriverVFIO)
+	orString(&l.VFAllocation, VFAllocationDevicePlugin)
+	orString(&l.ResourcePrefix, DefaultResourcePrefix)
+	orString(&l.ResourceName, DefaultResourceName)
+	orString(&l.NodeLabel, DefaultNodeLabel)
+	orString(&l.CNI, CNIFlannel)
+	orString(&l.K3sImage, DefaultK3sImage)
+	orInt(&l.APIPort, 6443)
 	if l.Registry.Enabled == nil {
 		l.Registry.Enabled = ptr(true)
 	}
-	str(&l.Registry.Address, DefaultRegistryAddr)
-	str(&l.Registry.Image, DefaultRegistryImage)
-	str(&l.SysfsRoot, DefaultSysfsRoot)
-	str(&l.VFIODir, DefaultVFIODir)
-	str(&l.StateDir, DefaultStateDir)
-	str(&l.Kubelet.CPUManagerPolicy, "static")
-	str(&l.Kubelet.KubeReserved, "cpu=500m")
-	str(&l.Kubelet.SystemReserved, "cpu=500m")
+	orString(&l.Registry.Address, DefaultRegistryAddr)
+	orString(&l.Registry.Image, DefaultRegistryImage)
+	orString(&l.SysfsRoot, DefaultSysfsRoot)
+	orString(&l.VFIODir, DefaultVFIODir)
+	orString(&l.StateDir, DefaultStateDir)
+	orString(&l.Kubelet.CPUManagerPolicy, "static")
+	orString(&l.Kubelet.KubeReserved, "cpu=500m")
+	orString(&l.Kubelet.SystemReserved, "cpu=500m")
 	// kind-sriov's provider sets single-numa-node
 	// (kubevirt/kubevirtci cluster-up/cluster/kind-sriov/provider.sh@39bd4947ba4d);
 	// the scope is kubelet's default (kubernetes/kubernetes
 	// pkg/kubelet/apis/config/v1beta1/defaults.go@v1.35.5).
-	str(&l.Kubelet.TopologyManagerPolicy, TopologyPolicySingleNumaNode)
-	str(&l.Kubelet.TopologyManagerScope, TopologyScopeContainer)
+	orString(&l.Kubelet.TopologyManagerPolicy, TopologyPolicySingleNumaNode)
+	orString(&l.Kubelet.TopologyManagerScope, TopologyScopeContainer)
 	// kind-sriov keeps etcd in memory unless told not to
 	// (KUBEVIRT_WITH_KIND_ETCD_IN_MEMORY defaults to true,
 	// kubevirt/kubevirtci cluster-up/cluster/kind/common.sh@39bd4947ba4d).
@@ -77,7 +76,7 @@ func SetDefaults(l *Lane) {
 		l.Server.DatastoreOnTmpfs = ptr(true)
 	}
 	// kubevirtci leaves IPFAMILY empty, i.e. kind's default, IPv4.
-	str(&l.IPFamily, IPFamilyIPv4)
+	orString(&l.IPFamily, IPFamilyIPv4)
 	if l.WaitTimeout.Duration == 0 {
 		l.WaitTimeout.Duration = DefaultWaitTimeout
 	}

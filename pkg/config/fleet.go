@@ -92,16 +92,15 @@ type FleetJob struct {
 
 // SetFleetDefaults fills every unset field of f.
 func SetFleetDefaults(f *Fleet) {
-	str := orString
-	str(&f.APIVersion, APIVersion)
-	str(&f.Kind, FleetKind)
-	str(&f.Namespace, DefaultFleetNamespace)
-	str(&f.JobNamespace, DefaultFleetJobNamespace)
-	str(&f.ResourcePrefix, DefaultFleetResourcePrefix)
-	str(&f.ResourceName, DefaultFleetResourceName)
-	str(&f.NetworkName, DefaultFleetNetworkName)
-	str(&f.Job.Name, DefaultFleetJobName)
-	str(&f.Job.Image, FleetJobImagePlaceholder)
+	orString(&f.APIVersion, APIVersion)
+	orString(&f.Kind, FleetKind)
+	orString(&f.Namespace, DefaultFleetNamespace)
+	orString(&f.JobNamespace, DefaultFleetJobNamespace)
+	orString(&f.ResourcePrefix, DefaultFleetResourcePrefix)
+	orString(&f.ResourceName, DefaultFleetResourceName)
+	orString(&f.NetworkName, DefaultFleetNetworkName)
+	orString(&f.Job.Name, DefaultFleetJobName)
+	orString(&f.Job.Image, FleetJobImagePlaceholder)
 	orInt(&f.Job.PFs, DefaultFleetJobPFs)
 }
 
