@@ -187,19 +187,19 @@ func draDaemonSetObject(o Options, podLabels map[string]string) *appsv1.DaemonSe
 						},
 					}},
 					Volumes: []corev1.Volume{
-						hostPathVolume("cni-results", "/var/lib/cni/", corev1.HostPathDirectoryOrCreate),
-						hostPathVolume("netns", "/var/run/netns", corev1.HostPathDirectoryOrCreate),
-						hostPathVolume("cri-socket", "/var/run/nri/nri.sock", corev1.HostPathSocket),
-						hostPathVolume("plugins-registry", "/var/lib/kubelet/plugins_registry", corev1.HostPathDirectoryOrCreate),
-						hostPathVolume("plugins", "/var/lib/kubelet/plugins", corev1.HostPathDirectoryOrCreate),
-						hostPathVolume("cdi", "/var/run/cdi", corev1.HostPathDirectoryOrCreate),
+						HostPathVolume("cni-results", "/var/lib/cni/", corev1.HostPathDirectoryOrCreate),
+						HostPathVolume("netns", "/var/run/netns", corev1.HostPathDirectoryOrCreate),
+						HostPathVolume("cri-socket", "/var/run/nri/nri.sock", corev1.HostPathSocket),
+						HostPathVolume("plugins-registry", "/var/lib/kubelet/plugins_registry", corev1.HostPathDirectoryOrCreate),
+						HostPathVolume("plugins", "/var/lib/kubelet/plugins", corev1.HostPathDirectoryOrCreate),
+						HostPathVolume("cdi", "/var/run/cdi", corev1.HostPathDirectoryOrCreate),
 						// The driver runs its NAD's plugins with libcni from
 						// /opt/cni/bin alone (pkg/cni/cni.go@14490e9d438b), so
 						// that is the node's CNI bin dir here whatever the
 						// lane's is; the lane's own is the same with
 						// --flannel-backend=none.
-						hostPathVolume("cni-bin", DefaultCNIBinDir, corev1.HostPathDirectoryOrCreate),
-						hostPathVolume("os-release", "/etc/os-release", corev1.HostPathFile),
+						HostPathVolume("cni-bin", DefaultCNIBinDir, corev1.HostPathDirectoryOrCreate),
+						HostPathVolume("os-release", "/etc/os-release", corev1.HostPathFile),
 					},
 				},
 			},

@@ -16,7 +16,8 @@ func ObjectMeta(name, namespace string, labels map[string]string) metav1.ObjectM
 	return metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: l}
 }
 
-func hostPathVolume(name, path string, typ corev1.HostPathType) corev1.Volume {
+// HostPathVolume is a volume of the host's path, of type typ.
+func HostPathVolume(name, path string, typ corev1.HostPathType) corev1.Volume {
 	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{
 		HostPath: &corev1.HostPathVolumeSource{Path: path, Type: ptr.To(typ)},
 	}}

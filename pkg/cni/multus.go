@@ -75,7 +75,7 @@ func multusObjects(o Options) ([]runtime.Object, error) {
 		// its conflist into the CNI conf dir itself.
 		dc.MultusAutoconfigDir = multusHostPrefix + flannelConfDir
 		dc.ReadinessIndicatorFile = multusHostPrefix + flannelSubnetEnv
-		confVols = []corev1.Volume{hostPathVolume("flannel-conf", flannelConfDir, corev1.HostPathDirectoryOrCreate)}
+		confVols = []corev1.Volume{HostPathVolume("flannel-conf", flannelConfDir, corev1.HostPathDirectoryOrCreate)}
 		confMounts = []corev1.VolumeMount{{Name: "flannel-conf", MountPath: multusHostPrefix + flannelConfDir, ReadOnly: true}}
 	}
 	cfg, err := json.MarshalIndent(dc, "", "  ")
@@ -170,13 +170,13 @@ func multusObjects(o Options) ([]runtime.Object, error) {
 					}},
 					TerminationGracePeriodSeconds: ptr.To[int64](10),
 					Volumes: append([]corev1.Volume{
-						hostPathVolume("cni", o.CNIConfDir, corev1.HostPathDirectoryOrCreate),
-						hostPathVolume("cnibin", o.CNIBinDir, corev1.HostPathDirectoryOrCreate),
+						HostPathVolume("cni", o.CNIConfDir, corev1.HostPathDirectoryOrCreate),
+						HostPathVolume("cnibin", o.CNIBinDir, corev1.HostPathDirectoryOrCreate),
 						// The socket dir: the shim, run by the node's
 						// containerd, dials /run/multus/multus.sock.
-						hostPathVolume("host-run", "/run", corev1.HostPathDirectory),
-						hostPathVolume("host-var-lib-cni-multus", "/var/lib/cni/multus", corev1.HostPathDirectoryOrCreate),
-						hostPathVolume("host-var-lib-kubelet", "/var/lib/kubelet", corev1.HostPathDirectory),
+						HostPathVolume("host-run", "/run", corev1.HostPathDirectory),
+						HostPathVolume("host-var-lib-cni-multus", "/var/lib/cni/multus", corev1.HostPathDirectoryOrCreate),
+						HostPathVolume("host-var-lib-kubelet", "/var/lib/kubelet", corev1.HostPathDirectory),
 						// k3d mounts /run and /var/run as two tmpfs
 						// (k3d-io/k3d pkg/types/defaults.go@v5.9.0):
 						// containerd opens pod netns and the device plugin
@@ -185,11 +185,11 @@ func multusObjects(o Options) ([]runtime.Object, error) {
 						// /var/run to /run) names /run. Inside the debian
 						// based Multus image /var/run is /run, so the mount
 						// points keep upstream's paths.
-						hostPathVolume("host-run-k8s-cni-cncf-io", "/var/run/k8s.cni.cncf.io", corev1.HostPathDirectoryOrCreate),
-						hostPathVolume("host-run-netns", "/var/run/netns", corev1.HostPathDirectoryOrCreate),
+						HostPathVolume("host-run-k8s-cni-cncf-io", "/var/run/k8s.cni.cncf.io", corev1.HostPathDirectoryOrCreate),
+						HostPathVolume("host-run-netns", "/var/run/netns", corev1.HostPathDirectoryOrCreate),
 						configMapVolume("multus-daemon-config", multusConfigMap, corev1.KeyToPath{Key: "daemon-config.json", Path: "daemon-config.json"}),
-						hostPathVolume("hostroot", "/", corev1.HostPathDirectory),
-						hostPathVolume("multus-conf-dir", multusConfDir, corev1.HostPathDirectoryOrCreate),
+						HostPathVolume("hostroot", "/", corev1.HostPathDirectory),
+						HostPathVolume("multus-conf-dir", multusConfDir, corev1.HostPathDirectoryOrCreate),
 					}, confVols...),
 				},
 			},

@@ -163,12 +163,12 @@ func JobPod(f *config.Fleet) *corev1.Pod {
 	}
 	volumes := []corev1.Volume{
 		{Name: "docker-graph", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
-		hostPath("vfio", "/dev/vfio", corev1.HostPathDirectory),
+		cni.HostPathVolume("vfio", "/dev/vfio", corev1.HostPathDirectory),
 	}
 	if p := f.Job.SysfsHostPath; p != "" {
 		env = append(env, corev1.EnvVar{Name: "SRIOV_LANE_SYSFS_ROOT", Value: HostSysfs})
 		mounts = append(mounts, corev1.VolumeMount{Name: "sysfs", MountPath: HostSysfs})
-		volumes = append(volumes, hostPath("sysfs", p, corev1.HostPathDirectory))
+		volumes = append(volumes, cni.HostPathVolume("sysfs", p, corev1.HostPathDirectory))
 	}
 	return &corev1.Pod{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
@@ -195,12 +195,6 @@ func JobPod(f *config.Fleet) *corev1.Pod {
 			Volumes: volumes,
 		},
 	}
-}
-
-func hostPath(name, path string, typ corev1.HostPathType) corev1.Volume {
-	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{
-		HostPath: &corev1.HostPathVolumeSource{Path: path, Type: ptr.To(typ)},
-	}}
 }
 
 // ProwPresubmit is the job as a Prow presubmit a job config can paste under
