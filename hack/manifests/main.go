@@ -16,9 +16,6 @@ import (
 	"slices"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/yaml"
-
 	"github.com/sriov-lane/sriov-lane/pkg/cni"
 	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/fleet"
@@ -131,47 +128,29 @@ func renderFleet() (map[string][]byte, error) {
 		}
 		return &b
 	}
-	objs, err := fleet.Objects(f)
-	if err != nil {
-		return nil, err
-	}
-	us, err := cni.ToUnstructuredList(objs)
-	if err != nil {
-		return nil, err
-	}
 	files := map[string][]byte{}
 	b := head("`sriov-lane fleet render`: what the fleet's cluster runs", cni.DevicePluginUpstream, fleet.HostDeviceUpstream)
-	if err := cni.Render(b, us, "yaml"); err != nil {
+	if err := fleet.Render(b, f, "yaml"); err != nil {
 		return nil, err
 	}
 	files["fleet.yaml"] = b.Bytes()
-	job, err := yamlOf(fleet.JobPod(f))
-	if err != nil {
-		return nil, err
+	for _, j := range []struct {
+		file, what string
+		prow       bool
+		upstream   []string
+	}{
+		{"job.yaml", "`sriov-lane fleet job`: one job, for kubectl create", false, nil},
+		{"prow-presubmit.yaml", "`sriov-lane fleet job --prow`: the job as a presubmit, to paste under presubmits.<org/repo>", true, []string{fleet.PresubmitUpstream}},
+	} {
+		job, err := fleet.JobYAML(f, j.prow)
+		if err != nil {
+			return nil, err
+		}
+		b = head(j.what, j.upstream...)
+		b.Write(job)
+		files[j.file] = b.Bytes()
 	}
-	b = head("`sriov-lane fleet job`: one job, for kubectl create")
-	b.Write(job)
-	files["job.yaml"] = b.Bytes()
-	pre, err := fleet.ProwPresubmit(f)
-	if err != nil {
-		return nil, err
-	}
-	out, err := yaml.Marshal([]any{pre})
-	if err != nil {
-		return nil, err
-	}
-	b = head("`sriov-lane fleet job --prow`: the job as a presubmit, to paste under presubmits.<org/repo>", fleet.PresubmitUpstream)
-	b.Write(out)
-	files["prow-presubmit.yaml"] = b.Bytes()
 	return files, nil
-}
-
-func yamlOf(o runtime.Object) ([]byte, error) {
-	u, err := cni.ToUnstructured(o)
-	if err != nil {
-		return nil, err
-	}
-	return yaml.Marshal(u.Object)
 }
 
 func renderComponent(c cni.Component, lane string) ([]byte, error) {

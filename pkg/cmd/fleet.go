@@ -1,12 +1,8 @@
 package cmd
 
 import (
-	"fmt"
-
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
 
-	"github.com/sriov-lane/sriov-lane/pkg/cni"
 	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/fleet"
 )
@@ -60,15 +56,7 @@ changes nothing. Multus and the host-device plugin must already be on the cluste
 			if err != nil {
 				return err
 			}
-			objs, err := fleet.Objects(f)
-			if err != nil {
-				return err
-			}
-			us, err := cni.ToUnstructuredList(objs)
-			if err != nil {
-				return err
-			}
-			return cni.Render(g.streams.Out, us, output)
+			return fleet.Render(g.streams.Out, f, output)
 		},
 	}
 	fleetFile(c, &path)
@@ -96,23 +84,9 @@ config, its name, labels, annotation and spec filled in.`,
 			if err != nil {
 				return err
 			}
-			var doc any
-			if prow {
-				job, err := fleet.ProwPresubmit(f)
-				if err != nil {
-					return err
-				}
-				doc = []any{job}
-			} else {
-				u, err := cni.ToUnstructured(fleet.JobPod(f))
-				if err != nil {
-					return err
-				}
-				doc = u.Object
-			}
-			b, err := yaml.Marshal(doc)
+			b, err := fleet.JobYAML(f, prow)
 			if err != nil {
-				return fmt.Errorf("encoding the job: %w", err)
+				return err
 			}
 			_, err = g.streams.Out.Write(b)
 			return err

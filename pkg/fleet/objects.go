@@ -3,6 +3,7 @@ package fleet
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 
 	"github.com/sriov-lane/sriov-lane/pkg/cni"
 	"github.com/sriov-lane/sriov-lane/pkg/config"
@@ -219,4 +221,42 @@ func ProwPresubmit(f *config.Fleet) (map[string]any, error) {
 		"annotations": map[string]any{nadv1.NetworkAttachmentAnnot: p.GetAnnotations()[nadv1.NetworkAttachmentAnnot]},
 		"spec":        spec,
 	}, nil
+}
+
+// Render writes Objects as `fleet render` prints them, in format (yaml or
+// json), so the command and the committed manifests are one rendering.
+func Render(w io.Writer, f *config.Fleet, format string) error {
+	objs, err := Objects(f)
+	if err != nil {
+		return err
+	}
+	us, err := cni.ToUnstructuredList(objs)
+	if err != nil {
+		return err
+	}
+	return cni.Render(w, us, format)
+}
+
+// JobYAML is the job as `fleet job` prints it: the pod, or with prow the
+// presubmit as a one-item list, ready to paste under presubmits.<org/repo>.
+func JobYAML(f *config.Fleet, prow bool) ([]byte, error) {
+	var doc any
+	if prow {
+		job, err := ProwPresubmit(f)
+		if err != nil {
+			return nil, err
+		}
+		doc = []any{job}
+	} else {
+		u, err := cni.ToUnstructured(JobPod(f))
+		if err != nil {
+			return nil, err
+		}
+		doc = u.Object
+	}
+	b, err := yaml.Marshal(doc)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the job: %w", err)
+	}
+	return b, nil
 }
