@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -481,48 +480,4 @@ func dockerExec(ctx context.Context, cli *client.Client, name string, argv ...st
 		return ins.ExitCode, out.String() + errOut.String()
 	}
 	return 0, out.String()
-}
-
-// copyFiles puts host files (values) at paths in the container (keys),
-// mode 0755, with the directories they need, as one tar through the API.
-func copyFiles(t *testing.T, cli *client.Client, name string, files map[string]string) {
-	t.Helper()
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	dirs := map[string]bool{}
-	for _, dst := range slices.Sorted(func(yield func(string) bool) {
-		for k := range files {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
-		var parents []string
-		for d := filepath.Dir(dst); d != "/" && !dirs[d]; d = filepath.Dir(d) {
-			parents = append(parents, d)
-			dirs[d] = true
-		}
-		slices.Reverse(parents)
-		for _, d := range parents {
-			if err := tw.WriteHeader(&tar.Header{Name: strings.TrimPrefix(d, "/") + "/", Typeflag: tar.TypeDir, Mode: 0o755}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		b, err := os.ReadFile(files[dst])
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := tw.WriteHeader(&tar.Header{Name: strings.TrimPrefix(dst, "/"), Mode: 0o755, Size: int64(len(b))}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tw.Write(b); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := cli.CopyToContainer(t.Context(), name, "/", &buf, container.CopyToContainerOptions{}); err != nil {
-		t.Fatalf("copying into %s: %v", name, err)
-	}
 }

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -451,27 +452,41 @@ func statusJSON(t *testing.T, l *lane) map[string]any {
 	return m
 }
 
-// copyIntoContainer puts the host file src at dst in the container, mode
-// 0755, as docker cp does (a one-file tar through the API).
-func copyIntoContainer(t *testing.T, cli *client.Client, name, src, dst string) {
+// copyFiles puts host files (values) at paths in the container (keys),
+// mode 0755, with the directories they need, as one tar through the API.
+func copyFiles(t *testing.T, cli *client.Client, name string, files map[string]string) {
 	t.Helper()
-	b, err := os.ReadFile(src)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	if err := tw.WriteHeader(&tar.Header{Name: filepath.Base(dst), Mode: 0o755, Size: int64(len(b))}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tw.Write(b); err != nil {
-		t.Fatal(err)
+	dirs := map[string]bool{}
+	for _, dst := range slices.Sorted(maps.Keys(files)) {
+		var parents []string
+		for d := filepath.Dir(dst); d != "/" && !dirs[d]; d = filepath.Dir(d) {
+			parents = append(parents, d)
+			dirs[d] = true
+		}
+		slices.Reverse(parents)
+		for _, d := range parents {
+			if err := tw.WriteHeader(&tar.Header{Name: strings.TrimPrefix(d, "/") + "/", Typeflag: tar.TypeDir, Mode: 0o755}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b, err := os.ReadFile(files[dst])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tw.WriteHeader(&tar.Header{Name: strings.TrimPrefix(dst, "/"), Mode: 0o755, Size: int64(len(b))}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write(b); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := tw.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := cli.CopyToContainer(context.Background(), name, filepath.Dir(dst), &buf, container.CopyToContainerOptions{}); err != nil {
-		t.Fatalf("copying %s into %s: %v", src, name, err)
+	if err := cli.CopyToContainer(t.Context(), name, "/", &buf, container.CopyToContainerOptions{}); err != nil {
+		t.Fatalf("copying into %s: %v", name, err)
 	}
 }
 

@@ -436,7 +436,7 @@ func holdVF(t *testing.T, r *rig.Rig, l *lane) {
 	cli := docker(t)
 	ctx := context.Background()
 	agent := "k3d-" + l.cfg.Name + "-agent-0"
-	copyIntoContainer(t, cli, agent, vfioHold, "/bin/vfio-hold")
+	copyFiles(t, cli, agent, map[string]string{"/bin/vfio-hold": vfioHold})
 	exec, err := cli.ContainerExecCreate(ctx, agent, container.ExecOptions{
 		Cmd: []string{"/bin/vfio-hold", "/dev/vfio", group, vf},
 	})
