@@ -25,9 +25,6 @@ free ports. It exits 1 when a hard requirement fails.`,
   sriov-lane check --sysfs-root /host/sys --agents 3`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if output != "" && output != "json" && output != "text" {
-				return usagef("unknown output format %q: use text or json", output)
-			}
 			l, err := lf.load()
 			if err != nil {
 				return err
@@ -54,6 +51,6 @@ free ports. It exits 1 when a hard requirement fails.`,
 		},
 	}
 	lf = addLaneFlags(g, c, true)
-	c.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	outputFlag(c, &output, "text", "json")
 	return c
 }

@@ -54,6 +54,30 @@ func TestUsageErrorsExit2(t *testing.T) {
 	}
 }
 
+// Every -o refuses a format it does not print before it reads anything:
+// exit 2, and the formats it does take.
+func TestUnknownOutputFormatIsAUsageError(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"plan"}, "use yaml or json"},
+		{[]string{"check"}, "use text or json"},
+		{[]string{"status"}, "use text or json"},
+		{[]string{"fleet", "render"}, "use yaml or json"},
+		{[]string{"fleet", "pfs"}, "use text or json"},
+	} {
+		args := append(tc.args, "--state-dir", "/nonexistent/never-created", "-o", "xml")
+		if tc.args[0] == "fleet" {
+			args = append(tc.args, "--config", "/nonexistent/fleet.yaml", "-o", "xml")
+		}
+		code, out := runCLI(t, args...)
+		if code != ExitUsage || !strings.Contains(out, `unknown output format "xml": `+tc.want) {
+			t.Errorf("%v: exit %d, want 2 saying %q:\n%s", args, code, tc.want, out)
+		}
+	}
+}
+
 func TestPlanConfigOnlyIsDefaulted(t *testing.T) {
 	code, out := runCLI(t, "plan", "--config-only", "--state-dir", t.TempDir(), "--agents", "3")
 	if code != 0 || !strings.Contains(out, "agents: 3") || !strings.Contains(out, "vfsPerPF: 6") || !strings.Contains(out, "apiVersion: sriov-lane.io/v1alpha1") {

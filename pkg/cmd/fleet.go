@@ -49,9 +49,6 @@ changes nothing. Multus and the host-device plugin must already be on the cluste
   sriov-lane fleet render --config fleet.yaml -o json`,
 		Args: noArgs,
 		RunE: func(_ *cobra.Command, _ []string) error {
-			if output != "yaml" && output != "json" {
-				return usagef("unknown output format %q: use yaml or json", output)
-			}
 			f, err := loadFleet(path)
 			if err != nil {
 				return err
@@ -60,7 +57,7 @@ changes nothing. Multus and the host-device plugin must already be on the cluste
 		},
 	}
 	fleetFile(c, &path)
-	c.Flags().StringVarP(&output, "output", "o", "yaml", "output format: yaml or json")
+	outputFlag(c, &output, "yaml", "json")
 	return c
 }
 

@@ -35,9 +35,6 @@ gone.`,
   sriov-lane fleet pfs --config fleet.yaml --node sriov-host-1 --return -o json`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if output != "text" && output != "json" {
-				return usagef("unknown output format %q: use text or json", output)
-			}
 			f, err := loadFleet(path)
 			if err != nil {
 				return err
@@ -90,6 +87,6 @@ gone.`,
 	c.Flags().StringVar(&node, "node", "", "this host's Node name in the fleet file (default: the hostname)")
 	c.Flags().StringVar(&sysfsRoot, "sysfs-root", config.DefaultSysfsRoot, "where the host's sysfs is mounted")
 	c.Flags().BoolVar(&ret, "return", false, "rename PFs back to their host names and remove VFs jobs left")
-	c.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	outputFlag(c, &output, "text", "json")
 	return c
 }

@@ -46,9 +46,6 @@ rule gives) or pulling them into the host's Docker for 'sriov-lane load --plan-i
   SRIOV_LANE_AGENTS=3 sriov-lane plan -o json`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if output != "yaml" && output != "json" {
-				return usagef("unknown output format %q: use yaml or json", output)
-			}
 			if imagesOnly && configOnly {
 				return usagef("--images and --config-only each print one thing: use one")
 			}
@@ -133,7 +130,7 @@ rule gives) or pulling them into the host's Docker for 'sriov-lane load --plan-i
 		},
 	}
 	lf = addLaneFlags(g, c, true)
-	c.Flags().StringVarP(&output, "output", "o", "yaml", "output format: yaml or json")
+	outputFlag(c, &output, "yaml", "json")
 	c.Flags().BoolVar(&configOnly, "config-only", false, "print only the defaulted lane config")
 	c.Flags().BoolVar(&imagesOnly, "images", false, "print only the images the lane pulls (upstream references, one a line)")
 	return c

@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -42,6 +44,20 @@ func (u usageError) Unwrap() error { return u.error }
 
 // usagef returns a usage error (exit 2).
 func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+// outputFlag adds -o/--output to c, taking one of formats with the first
+// the default, and refuses any other before c runs, so every command
+// answers an unknown format with the same usage error.
+func outputFlag(c *cobra.Command, output *string, formats ...string) {
+	list := strings.Join(formats, " or ")
+	c.Flags().StringVarP(output, "output", "o", formats[0], "output format: "+list)
+	c.PreRunE = func(*cobra.Command, []string) error {
+		if !slices.Contains(formats, *output) {
+			return usagef("unknown output format %q: use %s", *output, list)
+		}
+		return nil
+	}
+}
 
 // ExitCode maps an error to the process exit code.
 func ExitCode(err error) int {

@@ -28,9 +28,6 @@ what to do and exits 1.`,
   sriov-lane status --name sriov -o json`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if output != "text" && output != "json" {
-				return usagef("unknown output format %q: use text or json", output)
-			}
 			l, err := lf.load()
 			if err != nil {
 				return err
@@ -81,6 +78,6 @@ what to do and exits 1.`,
 	}
 	lf = addLaneFlags(g, c, false)
 	lf.settings = config.AddFlagsOnly(c.Flags(), "state-dir")
-	c.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	outputFlag(c, &output, "text", "json")
 	return c
 }
