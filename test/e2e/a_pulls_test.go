@@ -23,8 +23,7 @@ import (
 // started first it waits while the other lanes compute; started from
 // pulls_test.go it was among the last and ended last, on an idle machine.
 func TestUpWithoutMirrorSaysNodesCannotPull(t *testing.T) {
-	t.Parallel() // own rig, lane name and API port (see TestMain)
-	requireRig(t)
+	parallelOnRig(t)
 	// One agent: the nodes' pulls are the point. The timeout bounds
 	// k3d's create of the cluster too, which no event shortens: 10 s
 	// alone, 30 s in make test's cluster tier as a rule, but past 90 s

@@ -42,8 +42,7 @@ import (
 // most -parallel at once, and this, the longest e2e test, started last
 // from restart_test.go and ended last, past every other lane.
 func TestRestartedLaneRepaired(t *testing.T) {
-	t.Parallel() // own rig, lane names and API port (see TestMain)
-	requireRig(t)
+	parallelOnRig(t)
 	_, r, l := rigLane(t, 2, nil)
 	if !l.cfg.DatastoreOnTmpfs() {
 		t.Fatal("the rig's lane keeps its datastore on disk: this test is of the default, a tmpfs")

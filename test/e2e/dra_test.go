@@ -39,8 +39,7 @@ import (
 // lane, whose one PF has two VFs, two pods each claiming a VF get
 // different VFs and a third stays pending until one of them is gone.
 func TestDRAOnTheRig(t *testing.T) {
-	t.Parallel() // own rigs, lane names and API ports (see TestMain)
-	requireRig(t)
+	parallelOnRig(t)
 	for _, driver := range []string{config.VFDriverVFIO, config.VFDriverNetdevice} {
 		t.Run(driver, func(t *testing.T) {
 			t.Parallel()

@@ -52,8 +52,7 @@ import (
 // each give their PFs back to their host's netns, where `sriov-lane fleet
 // pfs` on the host finds them free, and the next job runs on them.
 func TestFleetJobsTakeWholePFs(t *testing.T) {
-	t.Parallel()
-	requireRig(t)
+	parallelOnRig(t)
 	assets := testutil.RequireEnvPath(t, "SRIOV_LANE_TEST_ASSETS", "the host-device plugin make test-env builds")
 	hostDevice := filepath.Join(assets, "host-device")
 	cli := docker(t)

@@ -206,8 +206,8 @@ func newLane(t *testing.T, r *rig.Rig, s *testutil.Slot, i int, pfs ...string) *
 // rigLane is how most tests start: a test slot, a rig of pfs stand-in PFs
 // (opts for its NIC) under the slot's prefix, and the config of the slot's
 // first lane on it, which edit, when given, changes before it is written
-// again. The caller has already called requireRig (and t.Parallel, if it
-// runs in parallel).
+// again. The caller has already called parallelOnRig (or requireRig, if
+// it runs alone).
 func rigLane(t *testing.T, pfs int, edit func(*config.Lane), opts ...rig.TestOption) (*testutil.Slot, *rig.Rig, *lane) {
 	t.Helper()
 	s := testutil.TakeSlot(t)

@@ -8,8 +8,7 @@ import (
 )
 
 func TestFailingPostUpHookUndoesUp(t *testing.T) {
-	t.Parallel() // own rig, lane names and API port (see TestMain)
-	requireRig(t)
+	parallelOnRig(t)
 	// One agent: the hook and the undo are the point.
 	_, r, l := rigLane(t, 1, func(c *config.Lane) {
 		c.Agents = 1

@@ -37,8 +37,7 @@ import (
 // so a Podman lane goes through up, verify, repair after its containers
 // restart, kills and down.
 func TestSIGKILLAtRandomPointsLosesNothing(t *testing.T) {
-	t.Parallel() // own rigs, lane names and API ports (see TestMain)
-	requireRig(t)
+	parallelOnRig(t)
 	seed := uint64(time.Now().UnixNano())
 	if s, err := strconv.ParseUint(os.Getenv("SRIOV_LANE_TEST_SEED"), 10, 64); err == nil {
 		seed = s // replay a failure

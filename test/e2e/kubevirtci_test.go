@@ -22,8 +22,7 @@ import (
 // provider is named unlike the lane, so the config file must follow the
 // provider's name.
 func TestKubevirtciDropIn(t *testing.T) {
-	t.Parallel() // own rig, lane names and API port (see TestMain)
-	requireRig(t)
+	parallelOnRig(t)
 	s, r, l := rigLane(t, 2, nil)
 	server0, agent0, agent1 := "k3d-"+l.cfg.Name+"-server-0", "k3d-"+l.cfg.Name+"-agent-0", "k3d-"+l.cfg.Name+"-agent-1"
 	// The registry is optional in the rig (make test-env builds its

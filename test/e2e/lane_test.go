@@ -27,6 +27,18 @@ import (
 	"github.com/sriov-lane/sriov-lane/test/testutil"
 )
 
+// parallelOnRig marks a test that brings lanes up parallel, as TestMain
+// says they run (each on its own slot: rig prefix, lane names and ports),
+// and requires the rig.
+func parallelOnRig(t *testing.T) {
+	t.Helper()
+	t.Parallel()
+	requireRig(t)
+}
+
+// requireRig skips t (fails it in make test's strict mode) unless this
+// machine has the rig: root, Docker and the stand-in images behind the
+// rig's registry mirror.
 func requireRig(t *testing.T) {
 	t.Helper()
 	testutil.RequireRoot(t)
@@ -159,8 +171,7 @@ func checkDownWithHeldVF(t *testing.T, r *rig.Rig, l *lane, kubeconfig string) {
 // family checks, and kubelet, kube-proxy and Flannel on IPv6. One lane up
 // here, not one more in a test of its own: every up is make test's time.
 func TestTwoLanesDisjointAndThirdFailsCleanly(t *testing.T) {
-	t.Parallel() // own rig, lane names and API port (see TestMain)
-	requireRig(t)
+	parallelOnRig(t)
 	s := testutil.TakeSlot(t)
 	r := rig.NewForTest(t, 4, s.RigPrefix())
 	a := newLane(t, r, s, 0, s.RigPrefix()+"*")
@@ -268,8 +279,7 @@ func rewriteAgents(t *testing.T, l *lane, agents, pfsPerNode int) {
 // starting as down runs. The other two were two more ups of make test's
 // 2 cores for the same down.
 func TestKillAtEachStepThenDown(t *testing.T) {
-	t.Parallel() // own rigs, lane names and API ports (see TestMain)
-	requireRig(t)
+	parallelOnRig(t)
 	groups := []struct {
 		name  string
 		steps []string
@@ -315,8 +325,7 @@ func TestKillAtEachStepThenDown(t *testing.T) {
 }
 
 func TestSIGINTUndoesByItself(t *testing.T) {
-	t.Parallel() // own rig, lane names and API port (see TestMain)
-	requireRig(t)
+	parallelOnRig(t)
 	// One agent: the interrupt and the undo are the point.
 	_, r, l := rigLane(t, 1, func(c *config.Lane) { c.Agents = 1 })
 	cmd, lines := startUp(t, l)

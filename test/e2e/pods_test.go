@@ -52,8 +52,7 @@ import (
 // pinned, so the stand-in PFs and their VF netdevs in them survive, and
 // down brings every PF back under its name without waiting for any refund.
 func TestPodsOnTheRig(t *testing.T) {
-	t.Parallel() // own rigs, lane names and API ports (see TestMain)
-	requireRig(t)
+	parallelOnRig(t)
 	t.Run("vfio-pci", func(t *testing.T) {
 		t.Parallel()
 		_, r, l := rigLane(t, 2, func(c *config.Lane) {
