@@ -15,7 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -230,38 +229,30 @@ func (s *Server) waitReady(ctx context.Context, timeout time.Duration) error {
 		return fmt.Errorf("building readiness client: %w", err)
 	}
 	hc := &http.Client{Transport: tr, Timeout: 2 * time.Second}
-	var lastErr, exited error
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		for _, p := range []*proc.Process{s.etcd, s.apiserver} {
-			if err := p.Exited(); err != nil {
-				exited = fmt.Errorf("during start-up: %w", err)
-				return false, exited
-			}
-		}
-		// Under ctx, not the poll's deadline: a probe cut off at the
-		// deadline would leave only that as the last error to report.
+	var lastErr error
+	err = proc.WaitReady(ctx, []*proc.Process{s.etcd, s.apiserver}, 200*time.Millisecond, timeout, func(ctx context.Context) bool {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+"/readyz", nil)
 		resp, err := hc.Do(req)
 		if err != nil {
 			lastErr = err
-			return false, nil
+			return false
 		}
 		resp.Body.Close()
 		if resp.StatusCode == http.StatusOK {
-			return true, nil
+			return true
 		}
 		lastErr = fmt.Errorf("/readyz answered %s", resp.Status)
-		return false, nil
+		return false
 	})
 	switch {
 	case err == nil:
 		return nil
-	case exited != nil:
-		return exited
+	case errors.Is(err, proc.ErrNotReady):
+		return fmt.Errorf("kube-apiserver at %s not ready after %s: %v; log %s:\n%s", s.URL, timeout, lastErr, s.apiserver.LogPath, proc.Tail(s.apiserver.LogPath, 4000))
 	case ctx.Err() != nil:
 		return fmt.Errorf("waiting for kube-apiserver at %s: %w", s.URL, ctx.Err())
 	default:
-		return fmt.Errorf("kube-apiserver at %s not ready after %s: %v; log %s:\n%s", s.URL, timeout, lastErr, s.apiserver.LogPath, proc.Tail(s.apiserver.LogPath, 4000))
+		return fmt.Errorf("during start-up: %w", err)
 	}
 }
 

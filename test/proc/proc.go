@@ -150,6 +150,44 @@ func Tail(path string, max int) string {
 	return string(data)
 }
 
+// ErrNotReady is WaitReady's error when its timeout passed first.
+var ErrNotReady = errors.New("not ready in time")
+
+// WaitReady asks ready at once and then every interval until it answers
+// true (nil), one of procs exits (its ExitError, with its log's tail), ctx
+// ends (ctx.Err()) or timeout passes (ErrNotReady); a timeout of 0 waits
+// as long as ctx. A child that dies while starting is reported at its next
+// probe, not after the caller's timeout. ready gets ctx, not a context cut
+// at the timeout, so its last error says what failed rather than "deadline
+// exceeded".
+func WaitReady(ctx context.Context, procs []*Process, interval, timeout time.Duration, ready func(context.Context) bool) error {
+	var deadline <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		deadline = t.C
+	}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		for _, p := range procs {
+			if err := p.Exited(); err != nil {
+				return err
+			}
+		}
+		if ready(ctx) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-deadline:
+			return ErrNotReady
+		case <-tick.C:
+		}
+	}
+}
+
 // superviseGrace is how long Supervise gives each component to stop on
 // SIGTERM before killing it: long enough for kubelet and containerd to
 // finish an orderly shutdown on the loaded 2-core rig.

@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"math/big"
 	"net"
@@ -20,7 +21,6 @@ import (
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"k8s.io/apimachinery/pkg/util/wait"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/sriov-lane/sriov-lane/test/proc"
@@ -254,28 +254,18 @@ func hasCapSysResource() bool {
 const socketPoll = 100 * time.Millisecond
 
 func waitSocket(ctx context.Context, p *proc.Process, path string, timeout time.Duration) error {
-	var exited error
-	err := wait.PollUntilContextTimeout(ctx, socketPoll, timeout, true, func(context.Context) (bool, error) {
-		if exited = p.Exited(); exited != nil {
-			return false, exited
-		}
+	err := proc.WaitReady(ctx, []*proc.Process{p}, socketPoll, timeout, func(context.Context) bool {
 		c, err := net.DialTimeout("unix", path, time.Second)
 		if err != nil {
-			return false, nil
+			return false
 		}
 		c.Close()
-		return true, nil
+		return true
 	})
-	switch {
-	case err == nil:
-		return nil
-	case exited != nil:
-		return exited
-	case ctx.Err() != nil:
-		return ctx.Err()
-	default:
+	if errors.Is(err, proc.ErrNotReady) {
 		return fmt.Errorf("%s did not open %s within %s; log %s:\n%s", p.Name, path, timeout, p.LogPath, proc.Tail(p.LogPath, 3000))
 	}
+	return err
 }
 
 // waitCRI returns once containerd's CRI answers Version, as k3s waits
@@ -295,25 +285,17 @@ func waitCRI(ctx context.Context, p *proc.Process, socket string) error {
 	}
 	defer conn.Close()
 	rs := runtimeapi.NewRuntimeServiceClient(conn)
-	for first := true; ; first = false {
-		if exited := p.Exited(); exited != nil {
-			return exited
-		}
+	first := true
+	return proc.WaitReady(ctx, []*proc.Process{p}, time.Second, 0, func(ctx context.Context) bool {
 		vctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		_, err := rs.Version(vctx, &runtimeapi.VersionRequest{Version: "0.1.0"})
 		cancel()
-		if err == nil {
-			return nil
-		}
-		if !first {
+		if err != nil && !first {
 			logf("Waiting for containerd startup: %v", err)
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Second):
-		}
-	}
+		first = false
+		return err == nil
+	})
 }
 
 // importAirgapImages imports every image tarball under the agent's images
