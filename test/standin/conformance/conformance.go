@@ -4,9 +4,11 @@
 // gives for it, and what upstream gives. A row where the stand-in must
 // differ says how and why, and still states what the stand-in gives, so the
 // difference cannot grow unseen. The stand-in k3s's table has its own shape
-// (a check per argument); flannelcni keeps a copy of this one, as its module
-// links only what flannel-io/cni-plugin links (importing this package would
-// bring the main module's versions into it).
+// (a check per argument). flannelcni and localpath keep a copy of this one:
+// their modules link only what flannel-io/cni-plugin and
+// local-path-provisioner link, and importing this package would bring the
+// main module's versions into them (a module of its own would need a
+// replace directive in the product's go.mod, which go install refuses).
 package conformance
 
 import (
