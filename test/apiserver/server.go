@@ -249,9 +249,9 @@ func (s *Server) waitReady(ctx context.Context, timeout time.Duration) error {
 		return nil
 	case errors.Is(err, proc.ErrNotReady):
 		return fmt.Errorf("kube-apiserver at %s not ready after %s: %v; log %s:\n%s", s.URL, timeout, lastErr, s.apiserver.LogPath, proc.Tail(s.apiserver.LogPath, 4000))
-	case ctx.Err() != nil:
-		return fmt.Errorf("waiting for kube-apiserver at %s: %w", s.URL, ctx.Err())
-	default:
+	case errors.Is(err, ctx.Err()):
+		return fmt.Errorf("waiting for kube-apiserver at %s: %w", s.URL, err)
+	default: // a child exited, which WaitReady reports before ctx's end
 		return fmt.Errorf("during start-up: %w", err)
 	}
 }

@@ -153,13 +153,15 @@ func Tail(path string, max int) string {
 // ErrNotReady is WaitReady's error when its timeout passed first.
 var ErrNotReady = errors.New("not ready in time")
 
-// WaitReady asks ready at once and then every interval until it answers
+// WaitReady asks ready at once and then interval after each answer (as
+// apimachinery's Poll functions and k3s's own waits do) until it answers
 // true (nil), one of procs exits (its ExitError, with its log's tail), ctx
 // ends (ctx.Err()) or timeout passes (ErrNotReady); a timeout of 0 waits
-// as long as ctx. A child that dies while starting is reported at its next
-// probe, not after the caller's timeout. ready gets ctx, not a context cut
-// at the timeout, so its last error says what failed rather than "deadline
-// exceeded".
+// as long as ctx. A child's exit wins over ctx and the timeout, as it is
+// the cause worth reporting, and is noticed at the next probe, not after
+// the caller's timeout. No probe starts once ctx or the timeout has
+// ended. ready gets ctx, not a context cut at the timeout, so its last
+// error says what failed rather than "deadline exceeded".
 func WaitReady(ctx context.Context, procs []*Process, interval, timeout time.Duration, ready func(context.Context) bool) error {
 	var deadline <-chan time.Time
 	if timeout > 0 {
@@ -167,25 +169,43 @@ func WaitReady(ctx context.Context, procs []*Process, interval, timeout time.Dur
 		defer t.Stop()
 		deadline = t.C
 	}
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
+	next := time.NewTimer(0)
+	defer next.Stop()
 	for {
-		for _, p := range procs {
-			if err := p.Exited(); err != nil {
-				return err
-			}
+		select {
+		case <-ctx.Done():
+			return firstExit(procs, ctx.Err())
+		case <-deadline:
+			return firstExit(procs, ErrNotReady)
+		case <-next.C:
+		}
+		if err := firstExit(procs, nil); err != nil {
+			return err
+		}
+		// The timer and ctx may have fired while next did: neither
+		// gets a probe past its end.
+		select {
+		case <-ctx.Done():
+			return firstExit(procs, ctx.Err())
+		case <-deadline:
+			return firstExit(procs, ErrNotReady)
+		default:
 		}
 		if ready(ctx) {
 			return nil
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-deadline:
-			return ErrNotReady
-		case <-tick.C:
+		next.Reset(interval)
+	}
+}
+
+// firstExit is the exit of the first of procs that has ended, else err.
+func firstExit(procs []*Process, err error) error {
+	for _, p := range procs {
+		if e := p.Exited(); e != nil {
+			return e
 		}
 	}
+	return err
 }
 
 // superviseGrace is how long Supervise gives each component to stop on

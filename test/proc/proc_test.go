@@ -61,6 +61,32 @@ func TestWaitReadyEndsOnTheFirstEvent(t *testing.T) {
 		}
 	})
 
+	t.Run("a child's exit wins over ctx's end", func(t *testing.T) {
+		p, err := Start(Spec{Name: "child", Bin: "/bin/sh", Args: []string{"-c", "exit 3"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-p.Done()
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		err = WaitReady(ctx, []*Process{p}, time.Millisecond, time.Minute, func(context.Context) bool { return false })
+		if err == nil || !strings.Contains(err.Error(), "child exited") {
+			t.Fatalf("err %v, want the child's exit", err)
+		}
+	})
+
+	t.Run("no probe once the timeout has passed", func(t *testing.T) {
+		probes := 0
+		err := WaitReady(t.Context(), nil, time.Millisecond, 20*time.Millisecond, func(context.Context) bool {
+			probes++
+			time.Sleep(100 * time.Millisecond) // past the timeout: a second probe could answer true
+			return probes > 1
+		})
+		if !errors.Is(err, ErrNotReady) || probes != 1 {
+			t.Fatalf("err %v after %d probes, want ErrNotReady after 1", err, probes)
+		}
+	})
+
 	t.Run("timeout", func(t *testing.T) {
 		err := WaitReady(t.Context(), []*Process{sleeper(t)}, time.Millisecond, 20*time.Millisecond, func(context.Context) bool { return false })
 		if !errors.Is(err, ErrNotReady) {
