@@ -61,6 +61,7 @@ func TestUnknownOutputFormatIsAUsageError(t *testing.T) {
 		args []string
 		want string
 	}{
+		{[]string{"version"}, "use text or json"},
 		{[]string{"plan"}, "use yaml or json"},
 		{[]string{"check"}, "use text or json"},
 		{[]string{"status"}, "use text or json"},
@@ -68,8 +69,11 @@ func TestUnknownOutputFormatIsAUsageError(t *testing.T) {
 		{[]string{"fleet", "pfs"}, "use text or json"},
 	} {
 		args := append(tc.args, "--state-dir", "/nonexistent/never-created", "-o", "xml")
-		if tc.args[0] == "fleet" {
+		switch tc.args[0] {
+		case "fleet":
 			args = append(tc.args, "--config", "/nonexistent/fleet.yaml", "-o", "xml")
+		case "version":
+			args = append(tc.args, "-o", "xml")
 		}
 		code, out := runCLI(t, args...)
 		if code != ExitUsage || !strings.Contains(out, `unknown output format "xml": `+tc.want) {

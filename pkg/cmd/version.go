@@ -44,18 +44,15 @@ func newVersionCmd(g *globals) *cobra.Command {
 		Args:    noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			v := versionInfo()
-			switch output {
-			case "json":
+			if output == "json" {
 				b, _ := json.MarshalIndent(v, "", "  ")
 				fmt.Fprintln(g.streams.Out, string(b))
-			case "":
-				fmt.Fprintf(g.streams.Out, "sriov-lane %s (commit %s, %s, k3d library %s)\n", v.Version, v.Commit, v.Go, v.K3d)
-			default:
-				return usagef("unknown output format %q: use json", output)
+				return nil
 			}
+			fmt.Fprintf(g.streams.Out, "sriov-lane %s (commit %s, %s, k3d library %s)\n", v.Version, v.Commit, v.Go, v.K3d)
 			return nil
 		},
 	}
-	c.Flags().StringVarP(&output, "output", "o", "", "output format: json")
+	outputFlag(c, &output, "text", "json")
 	return c
 }
