@@ -21,7 +21,8 @@
 //   - verify.go:    verify: the smoke pod that takes one VF, checked inside
 //   - load.go:      load: host Docker images into every node
 //   - export.go:    export logs
-//   - fleet.go:     fleet render and fleet job: a CI fleet's objects and its
-//     job, from the fleet file
-//   - fleetpfs.go:  fleet pfs: on a fleet host, its pool's PFs, and --return
+//   - fleet.go:       fleet and the --config flag its commands share
+//   - fleetrender.go: fleet render: a CI fleet's objects, from the fleet file
+//   - fleetjob.go:    fleet job: the fleet's job pod, or a Prow presubmit
+//   - fleetpfs.go:    fleet pfs: on a fleet host, its pool's PFs, and --return
 package cmd
