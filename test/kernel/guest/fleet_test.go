@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -39,8 +40,15 @@ func TestFleetPFBackFromADeadPod(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		// Whatever the test left, the next test finds the PF as the guest
-		// booted it.
-		if back := linkIn(t, nil, pf.MAC); back != nil && back.Attrs().Name != pf.Name {
+		// booted it: once the cleanups below let go of the pod's netns, the
+		// kernel brings the PF back in a work item of its own.
+		back := linkIn(t, nil, pf.MAC)
+		for deadline := time.Now().Add(bound.Scaled(time.Minute)); back == nil && time.Now().Before(deadline); back = linkIn(t, nil, pf.MAC) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if back == nil {
+			t.Errorf("the PF %s is not back in the init netns: the tests after this one will not find it", pf.MAC)
+		} else if back.Attrs().Name != pf.Name {
 			_ = netlink.LinkSetDown(back)
 			_ = netlink.LinkSetName(back, pf.Name)
 			_ = netlink.LinkSetAlias(back, "")
@@ -50,6 +58,8 @@ func TestFleetPFBackFromADeadPod(t *testing.T) {
 
 	pin := filepath.Join(t.TempDir(), "cni-pod")
 	ns := pinnedNetns(t, pin)
+	closeNS := sync.OnceFunc(func() { ns.Close() })
+	t.Cleanup(closeNS)
 	if err := netlink.LinkSetNsFd(l, int(ns)); err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +91,7 @@ func TestFleetPFBackFromADeadPod(t *testing.T) {
 	if err := netlink.LinkSubscribe(updates, done); err != nil {
 		t.Fatal(err)
 	}
-	ns.Close()
+	closeNS()
 	if err := unix.Unmount(pin, unix.MNT_DETACH); err != nil {
 		t.Fatal(err)
 	}

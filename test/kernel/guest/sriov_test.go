@@ -21,6 +21,7 @@ import (
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
 	"github.com/sriov-lane/sriov-lane/test/bound"
 	"github.com/sriov-lane/sriov-lane/test/kernel/guest"
+	"github.com/sriov-lane/sriov-lane/test/testutil"
 )
 
 var sys = sriov.Sysfs{Root: "/sys"}
@@ -158,7 +159,7 @@ func linkIn(t *testing.T, target sriov.NetnsTarget, mac string) netlink.Link {
 	var links []netlink.Link
 	var err error
 	if target == nil {
-		links, err = netlink.LinkList()
+		links, err = testutil.LinkList(nil)
 	} else {
 		links, err = sriov.Links(t.Context(), target)
 	}

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
+	"github.com/sriov-lane/sriov-lane/test/testutil"
 )
 
 // The main goroutine keeps the main thread. The netns steps end netns
@@ -134,7 +135,7 @@ var devN = regexp.MustCompile(`^dev[0-9]+$`)
 // those labelled in only, when given); one whose name changed shows as
 // label=devN (the kernel's fallback name) or label=renamed.
 func (r *runner) links(h *netlink.Handle, only ...string) string {
-	ls, err := h.LinkList()
+	ls, err := testutil.LinkList(h)
 	if err != nil {
 		return result(err)
 	}
