@@ -148,18 +148,26 @@ func listLinks() ([]netlink.Link, error) {
 }
 
 func handleLinks(h *netlink.Handle) ([]netlink.Link, error) {
+	links, err := dump(h.LinkList)
+	if err != nil {
+		return nil, fmt.Errorf("listing links: %w", err)
+	}
+	return links, nil
+}
+
+// dump runs a netlink dump again while the kernel reports it interrupted
+// (what it lists changed mid-dump): netlink then returns partial results,
+// and a partial route or address list would hide the host's uplink from
+// the checks that keep it out of a lane.
+func dump[T any](list func() ([]T, error)) ([]T, error) {
 	var err error
 	for range 5 {
-		var links []netlink.Link
-		links, err = h.LinkList()
-		if err == nil {
-			return links, nil
-		}
-		if !errors.Is(err, netlink.ErrDumpInterrupted) {
-			break
+		var out []T
+		if out, err = list(); !errors.Is(err, netlink.ErrDumpInterrupted) {
+			return out, err
 		}
 	}
-	return nil, fmt.Errorf("listing links: %w", err)
+	return nil, err
 }
 
 // Links lists the links in t's network namespace now.
@@ -199,8 +207,8 @@ var stacked = map[string]bool{
 
 // defaultRouteLinks returns the indexes of links carrying a default route.
 func defaultRouteLinks() (map[int]bool, error) {
-	routes, err := netlink.RouteList(nil, netlink.FAMILY_ALL)
-	if err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
+	routes, err := dump(func() ([]netlink.Route, error) { return netlink.RouteList(nil, netlink.FAMILY_ALL) })
+	if err != nil {
 		return nil, fmt.Errorf("listing routes: %w", err)
 	}
 	out := map[int]bool{}
@@ -219,8 +227,8 @@ func defaultRouteLinks() (map[int]bool, error) {
 }
 
 func hasGlobalAddr(l netlink.Link) (bool, error) {
-	addrs, err := netlink.AddrList(l, netlink.FAMILY_ALL)
-	if err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
+	addrs, err := dump(func() ([]netlink.Addr, error) { return netlink.AddrList(l, netlink.FAMILY_ALL) })
+	if err != nil {
 		return false, fmt.Errorf("listing addresses: %w", err)
 	}
 	for _, a := range addrs {
