@@ -358,15 +358,16 @@ func waitVFDrivers(t *testing.T, pf string, n int) []sriov.VF {
 // having written nothing; once the holder is gone, down again finishes.
 func TestHeldByGroupAndDevice(t *testing.T) {
 	l, pf, _, vfs := upLane(t, "held", 0, 2, config.VFDriverVFIO)
-	group := groupOf(t, vfs[0].PCI)
-	h := guest.StartHolder(t, group, vfs[0].PCI, guest.HoldDevice)
+	held := heldVF(vfs)
+	group := groupOf(t, held.PCI)
+	h := guest.StartHolder(t, group, held.PCI, guest.HoldDevice)
 
 	const hold = 2 * time.Second
 	start := time.Now()
 	err := l.down(t.Context(), hold)
 	took := time.Since(start)
 	if !errors.Is(err, sriov.ErrGroupHeld) {
-		t.Fatalf("down with %s held: %v", vfs[0].PCI, err)
+		t.Fatalf("down with %s held: %v", held.PCI, err)
 	}
 	want := fmt.Sprintf("pid %d (%s) holding the group file /dev/vfio/%s", h.PID, h.Comm(), group)
 	if !strings.Contains(err.Error(), want) {
@@ -375,7 +376,7 @@ func TestHeldByGroupAndDevice(t *testing.T) {
 	if took > hold+bound.Scaled(10*time.Second) {
 		t.Errorf("down took %s with a %s bound", took, hold)
 	}
-	if drv, _ := sys.Driver(vfs[0].PCI); drv != "vfio-pci" {
+	if drv, _ := sys.Driver(held.PCI); drv != "vfio-pci" {
 		t.Errorf("the held VF was unbound anyway (driver %q)", drv)
 	}
 	guest.Record(t, "held-by-group", map[string]any{"error": err.Error(), "took": took.String(), "holderFDs": h.FDLinks()})
@@ -403,8 +404,9 @@ func again(t *testing.T, l *lane, record string) {
 // completes the pending unbind once it exits, and down again finishes.
 func TestHeldByDeviceFDAlone(t *testing.T) {
 	l, pf, _, vfs := upLane(t, "heldfd", 1, 2, config.VFDriverVFIO)
-	group := groupOf(t, vfs[0].PCI)
-	h := guest.StartHolder(t, group, vfs[0].PCI, guest.HoldDeviceFDOnly)
+	held := heldVF(vfs)
+	group := groupOf(t, held.PCI)
+	h := guest.StartHolder(t, group, held.PCI, guest.HoldDeviceFDOnly)
 	links := h.FDLinks()
 	devFD := fmt.Sprintf("%d -> anon_inode:[vfio-device]", h.DeviceFD)
 	if !slices.Contains(links, devFD) {
@@ -426,11 +428,11 @@ func TestHeldByDeviceFDAlone(t *testing.T) {
 	err = l.down(t.Context(), hold)
 	took := time.Since(start)
 	if !errors.Is(err, sriov.ErrGroupHeld) {
-		t.Fatalf("down with %s held by a device fd: %v", vfs[0].PCI, err)
+		t.Fatalf("down with %s held by a device fd: %v", held.PCI, err)
 	}
 	via := sriov.UnknownDeviceFD
 	if named {
-		via = "a VFIO device fd of " + vfs[0].PCI
+		via = "a VFIO device fd of " + held.PCI
 	}
 	want := fmt.Sprintf("pid %d (%s) holding %s", h.PID, h.Comm(), via)
 	if !strings.Contains(err.Error(), want) {
@@ -451,15 +453,22 @@ func TestHeldByDeviceFDAlone(t *testing.T) {
 	// The unbind the first down left pending completes as the holder's
 	// files close.
 	deadline := time.Now().Add(bound.Scaled(30 * time.Second))
-	for drv, _ := sys.Driver(vfs[0].PCI); drv != ""; drv, _ = sys.Driver(vfs[0].PCI) {
+	for drv, _ := sys.Driver(held.PCI); drv != ""; drv, _ = sys.Driver(held.PCI) {
 		if time.Now().After(deadline) {
-			t.Fatalf("VF %s still on %s %s after its holder exited", vfs[0].PCI, drv, bound.Scaled(30*time.Second))
+			t.Fatalf("VF %s still on %s %s after its holder exited", held.PCI, drv, bound.Scaled(30*time.Second))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	again(t, l, "held-by-device-fd-again")
 	assertBack(t, l, pf, 0)
 }
+
+// heldVF is the VF a held-VF test holds: the last, whose bind is the
+// newest journal entry, so down meets it first and writes nothing before
+// it. An unheld VF undone first would be unbound under the test's 2 s
+// holder bound, and on a loaded TCG guest a slow unbind past it is
+// reported as held (a holder's unnamed device fd matches every VF).
+func heldVF(vfs []sriov.VF) sriov.VF { return vfs[len(vfs)-1] }
 
 func groupOf(t *testing.T, bdf string) string {
 	t.Helper()
