@@ -48,12 +48,15 @@ func TestFleetPFBackFromADeadPod(t *testing.T) {
 		}
 		if back == nil {
 			t.Errorf("the PF %s is not back in the init netns: the tests after this one will not find it", pf.MAC)
-		} else if back.Attrs().Name != pf.Name {
+		}
+		// The VFs go first, as fleet.Return does it: a VF's netdev may have
+		// taken the PF's host name while the PF was away.
+		_ = os.WriteFile(sys.Attr(pf.PCI, "sriov_numvfs"), []byte("0"), 0o644)
+		if back != nil && back.Attrs().Name != pf.Name {
 			_ = netlink.LinkSetDown(back)
 			_ = netlink.LinkSetName(back, pf.Name)
 			_ = netlink.LinkSetAlias(back, "")
 		}
-		_ = os.WriteFile(sys.Attr(pf.PCI, "sriov_numvfs"), []byte("0"), 0o644)
 	})
 
 	pin := filepath.Join(t.TempDir(), "cni-pod")
@@ -175,13 +178,25 @@ func waitLinkBack(t *testing.T, updates <-chan netlink.LinkUpdate, mac string) n
 		return l
 	}
 	timeout := time.After(bound.Scaled(time.Minute))
+	var poll <-chan time.Time
 	for {
 		select {
-		case u := <-updates:
+		case u, ok := <-updates:
+			if !ok {
+				// netlink closes the channel on a receive error (ENOBUFS
+				// when updates overflow the socket): look again each tick.
+				updates = nil
+				poll = time.Tick(50 * time.Millisecond)
+				continue
+			}
 			if u.Attrs().HardwareAddr.String() == mac {
 				if l := linkIn(t, nil, mac); l != nil {
 					return l
 				}
+			}
+		case <-poll:
+			if l := linkIn(t, nil, mac); l != nil {
+				return l
 			}
 		case <-timeout:
 			t.Fatalf("the PF %s is not back in the init netns", mac)
