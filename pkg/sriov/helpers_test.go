@@ -90,7 +90,7 @@ type linkState struct {
 // findByMAC reports the link with mac in the netns at path ("" = current).
 func findByMAC(t *testing.T, nsPath, mac string) linkState {
 	t.Helper()
-	links, err := testutil.LinkList(testutil.HandleAt(t, nsPath))
+	links, err := nsutil.LinkList(testutil.HandleAt(t, nsPath))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func moveLinkTo(t *testing.T, mac, path string) {
 		t.Fatal(err)
 	}
 	defer ns.Close()
-	links, err := testutil.LinkList(nil)
+	links, err := nsutil.LinkList(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

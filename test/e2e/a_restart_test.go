@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/sriov-lane/sriov-lane/test/rig"
+	"github.com/sriov-lane/sriov-lane/test/rig/nsutil"
 	"github.com/sriov-lane/sriov-lane/test/testutil"
 )
 
@@ -203,7 +204,7 @@ func rebootHost(t *testing.T, r *rig.Rig, l *lane, nodes []string) {
 func returnPFsFrom(t *testing.T, pin string, host netns.NsHandle, pfs []rig.PFInfo) {
 	t.Helper()
 	h := testutil.HandleAt(t, pin)
-	links, err := testutil.LinkList(h)
+	links, err := nsutil.LinkList(h)
 	if err != nil {
 		t.Fatal(err)
 	}

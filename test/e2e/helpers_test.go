@@ -33,6 +33,7 @@ import (
 	"github.com/sriov-lane/sriov-lane/test/bound"
 	"github.com/sriov-lane/sriov-lane/test/docexample"
 	"github.com/sriov-lane/sriov-lane/test/rig"
+	"github.com/sriov-lane/sriov-lane/test/rig/nsutil"
 	"github.com/sriov-lane/sriov-lane/test/testutil"
 )
 
@@ -295,7 +296,7 @@ func snapshot(t *testing.T, r *rig.Rig, l *lane) hostSnapshot {
 	t.Helper()
 	stateDir := l.cfg.StateDir
 	var s hostSnapshot
-	links, err := testutil.LinkList(nil)
+	links, err := nsutil.LinkList(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

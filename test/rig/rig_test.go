@@ -30,7 +30,7 @@ const emulatorBound = 10 * time.Second
 // hostLinksWithPrefix lists host links whose name starts with prefix.
 func hostLinksWithPrefix(t *testing.T, prefix string) []string {
 	t.Helper()
-	links, err := testutil.LinkList(nil)
+	links, err := nsutil.LinkList(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,8 +16,8 @@
 //     (RequireDockerAlone)
 //   - leftovers.go: K3dLeftovers, what of a k3d cluster is still there
 //     after a test
-//   - links.go:     LinkList, a netlink dump retried when the kernel
-//     interrupts it
+//   - links.go:     HandleAt, a netlink handle in a pinned netns, and
+//     LinkWithMAC
 //   - golden.go:    Golden, a test's output against its golden file
 //   - command.go:   ExitCode, how a command a test ran ended
 //   - http.go:      RoundTripperFunc, an http.RoundTripper of a func

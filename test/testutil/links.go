@@ -1,7 +1,6 @@
 package testutil
 
 import (
-	"errors"
 	"strings"
 	"testing"
 
@@ -9,22 +8,6 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
-
-// LinkList lists h's links (the current netns's when h is nil), again when
-// the kernel interrupted the dump: tests beside it change links, and netlink
-// v1.3.1 then returns partial results with ErrDumpInterrupted. The product
-// retries its own dumps the same way (pkg/sriov handleLinks).
-func LinkList(h *netlink.Handle) ([]netlink.Link, error) {
-	list := netlink.LinkList
-	if h != nil {
-		list = h.LinkList
-	}
-	links, err := list()
-	for i := 0; i < 10 && errors.Is(err, netlink.ErrDumpInterrupted); i++ {
-		links, err = list()
-	}
-	return links, err
-}
 
 // HandleAt is a NETLINK_ROUTE handle in the netns pinned at path (the
 // current netns for ""), closed by the test's cleanup.

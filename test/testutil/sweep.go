@@ -217,7 +217,7 @@ func sweepSlot(ctx context.Context, cli *client.Client, s *Slot, engines ...*cli
 		removed = append(removed, fmt.Sprintf("process %s (pid %d)", comm, pid))
 	}
 
-	links, err := LinkList(nil)
+	links, err := nsutil.LinkList(nil)
 	if err != nil {
 		errs = append(errs, err)
 	}

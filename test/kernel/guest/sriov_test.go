@@ -21,7 +21,7 @@ import (
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
 	"github.com/sriov-lane/sriov-lane/test/bound"
 	"github.com/sriov-lane/sriov-lane/test/kernel/guest"
-	"github.com/sriov-lane/sriov-lane/test/testutil"
+	"github.com/sriov-lane/sriov-lane/test/rig/nsutil"
 )
 
 var sys = sriov.Sysfs{Root: "/sys"}
@@ -159,7 +159,7 @@ func linkIn(t *testing.T, target sriov.NetnsTarget, mac string) netlink.Link {
 	var links []netlink.Link
 	var err error
 	if target == nil {
-		links, err = testutil.LinkList(nil)
+		links, err = nsutil.LinkList(nil)
 	} else {
 		links, err = sriov.Links(t.Context(), target)
 	}

@@ -18,7 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
-	"github.com/sriov-lane/sriov-lane/test/testutil"
+	"github.com/sriov-lane/sriov-lane/test/rig/nsutil"
 )
 
 // The main goroutine keeps the main thread. The netns steps end netns
@@ -135,7 +135,7 @@ var devN = regexp.MustCompile(`^dev[0-9]+$`)
 // those labelled in only, when given); one whose name changed shows as
 // label=devN (the kernel's fallback name) or label=renamed.
 func (r *runner) links(h *netlink.Handle, only ...string) string {
-	ls, err := testutil.LinkList(h)
+	ls, err := nsutil.LinkList(h)
 	if err != nil {
 		return result(err)
 	}

@@ -1,5 +1,6 @@
 // Package nsutil creates and deletes the named network namespaces the rig
-// owns, without ever leaving a Go thread in the wrong namespace.
+// owns, without ever leaving a Go thread in the wrong namespace, and lists
+// a netns's links as every test does (LinkList).
 package nsutil
 
 import (
@@ -59,7 +60,10 @@ func Delete(name string) error {
 	var errs []error
 	if ns, err := netns.GetFromName(name); err == nil {
 		if h, err := netlink.NewHandleAt(ns); err == nil {
-			links, _ := h.LinkList()
+			links, err := LinkList(h)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("netns %s: %w", name, err))
+			}
 			for _, l := range links {
 				if l.Attrs().Name == "lo" {
 					continue
@@ -79,6 +83,31 @@ func Delete(name string) error {
 		errs = append(errs, fmt.Errorf("deleting netns %s: %w", name, err))
 	}
 	return errors.Join(errs...)
+}
+
+// LinkList lists h's links (the current netns's when h is nil), again
+// while the kernel interrupts the dump: netlink v1.3.1 returns a partial
+// list with ErrDumpInterrupted when a link comes or goes during it, as
+// links do around every test (a pod's netns torn down, a PF moved back).
+// After ten interrupted dumps the error is returned, never a partial list.
+// The product retries its own dumps the same way (pkg/sriov dump), which
+// tests do not import.
+func LinkList(h *netlink.Handle) ([]netlink.Link, error) {
+	list := netlink.LinkList
+	if h != nil {
+		list = h.LinkList
+	}
+	var err error
+	for range 10 {
+		var links []netlink.Link
+		if links, err = list(); err == nil {
+			return links, nil
+		}
+		if !errors.Is(err, netlink.ErrDumpInterrupted) {
+			break
+		}
+	}
+	return nil, fmt.Errorf("listing links: %w", err)
 }
 
 // sharedNetnsDir makes the netns directory a shared mount of its own, as

@@ -2,7 +2,6 @@ package sysfs
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -10,6 +9,8 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+
+	"github.com/sriov-lane/sriov-lane/test/rig/nsutil"
 )
 
 // netdev is one link of the caller's netns as sysfs shows it.
@@ -43,14 +44,14 @@ func callerNetView(ctx context.Context, nic NIC, fns map[string]fnState) (*netVi
 	var links []netlink.Link
 	var err error
 	if ns == -1 {
-		links, err = dumpLinks(nil)
+		links, err = nsutil.LinkList(nil)
 	} else {
 		h, herr := netlink.NewHandleAt(ns)
 		ns.Close()
 		if herr != nil {
 			return nil, herr
 		}
-		links, err = dumpLinks(h)
+		links, err = nsutil.LinkList(h)
 		h.Close()
 	}
 	if err != nil {
@@ -79,25 +80,6 @@ func callerNetView(ctx context.Context, nic NIC, fns map[string]fnState) (*netVi
 	}
 	sort.Slice(v.links, func(i, j int) bool { return v.links[i].name < v.links[j].name })
 	return v, nil
-}
-
-func dumpLinks(h *netlink.Handle) ([]netlink.Link, error) {
-	var err error
-	for range 5 {
-		var links []netlink.Link
-		if h == nil {
-			links, err = netlink.LinkList()
-		} else {
-			links, err = h.LinkList()
-		}
-		if err == nil {
-			return links, nil
-		}
-		if !errors.Is(err, netlink.ErrDumpInterrupted) {
-			break
-		}
-	}
-	return nil, fmt.Errorf("listing links: %w", err)
 }
 
 func (v *netView) byName(name string) (netdev, bool) {
