@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/sriov-lane/sriov-lane/test/standin/conformance"
 	"net"
 	"os"
 	"os/exec"
@@ -12,6 +11,9 @@ import (
 	"testing"
 
 	"github.com/vishvananda/netns"
+
+	"github.com/sriov-lane/sriov-lane/test/rig/nsutil"
+	"github.com/sriov-lane/sriov-lane/test/standin/conformance"
 )
 
 // Conformance: each input the product passes, or could pass, to sriov-cni
@@ -348,7 +350,10 @@ func TestConformanceAddDel(t *testing.T) {
 		{Src: cmds + " CmdAdd", What: "the product's vfio-pci smoke conf (no IPAM): the VF is only reported, no MAC, nothing moved (and at 0.3.1 no MTU)",
 			Got: func(t *testing.T) string {
 				out, _ := r.cni(t, "ADD", "c6", smokeConf(r.dpdkVF, ""))
-				links, _ := pod.LinkList()
+				links, err := nsutil.LinkList(pod)
+				if err != nil {
+					return "pod links: " + err.Error()
+				}
 				return result(out) + fmt.Sprintf(" | pod links %d | ", len(links)) + files("c6", "net1", r.dpdkVF)
 			}, Want: "0.3.1 [map[name:net1 sandbox:" + sandbox + "]] | pod links 1 | cache true, allocation true"},
 		{Src: cmds + " CmdDel (DPDKMode is json:\"-\")", What: "DEL of that VF: DPDK mode is not cached, so DEL looks for net1 in the pod and fails once; the cache goes anyway and the retry succeeds; the allocation file stays",
