@@ -7,9 +7,11 @@
 // Where things live (TestDocFileMap keeps this list true):
 //   - session.go:    Session, one command's hold on a lane; openLane, the
 //     lock down, repair and reset start from
-//   - up.go:         Up, the order of its steps (UpSteps) and the runner
-//     that undoes them on failure or Ctrl-C
-//   - steps.go:      every step of up, each journalling what it changes
+//   - runner.go:     Step, and the one runner of every command's steps: the
+//     progress lines, the context checks, and up's undo on failure or Ctrl-C
+//   - up.go:         Up, the order of its steps (UpSteps)
+//   - steps.go:      every step of up as a value, each journalling what it
+//     changes
 //   - undo.go:       every undoer the lane's journal needs, the lane's own
 //     and pkg/sriov's and pkg/provider's merged
 //   - files.go:      files written outside the lane dir, journalled and
@@ -18,7 +20,7 @@
 //   - kubevirtci.go: what kubevirtci's cluster-up reads (--kubevirtci)
 //   - hostsysctl.go: the host sysctls kubelet changes, given back by the
 //     host's last lane
-//   - down.go:       Down, from the journal alone
+//   - down.go:       Down, from the journal alone: its steps
 //   - repair.go:     Repair, PFs back into restarted agents
 //   - reset.go:      Reset: pkg/reset's deletes, then repair, then up's wait
 //   - check.go:      check's host preflight, also up's first step

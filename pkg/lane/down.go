@@ -72,44 +72,52 @@ func Down(ctx context.Context, l *config.Lane, opts DownOptions) (DownReport, er
 		rep.NothingToDo = true
 		return rep, nil
 	}
-	c, closeLane, err := openLane(l, opts.Docker, opts.Out, opts.Verbose)
+	c, closeLane, err := openLane(l, opts.Docker, opts.Out, opts.Verbose, opts.Force)
 	if err != nil {
 		return rep, err
 	}
 	defer closeLane()
-	j, cli, progress := c.Journal, c.Docker, c.Log
-
-	if len(l.Hooks.PreDown) > 0 {
-		kc := l.KubeconfigPath()
-		progress.Start("pre-down hooks")
-		err := runHooks(ctx, c, "pre-down", l.Hooks.PreDown, kc)
-		progress.End(err)
-		if err != nil {
-			// A failing hook must not keep NICs away from the host.
-			progress.Warnf("%v; tearing down anyway", err)
-		}
+	_, err = c.run(ctx, stop, preDownHooksStep, stopAgentsStep, Step{Name: "return PFs and delete lane", Run: func(ctx context.Context, c *Session) error {
+		return returnAll(ctx, c, opts.Force, &rep)
+	}})
+	if err != nil {
+		return rep, fmt.Errorf("lane %s: %w\nthe journal %s keeps what is left: fix the cause and run down again (--force to continue past failures)", l.Name, err, c.Journal.Path())
 	}
+	c.finish()
+	return rep, nil
+}
 
-	if hasPending(j, sriov.OpPin) {
-		// Quiesce: a VM still running in an agent holds its VF's VFIO group,
-		// and the kernel blocks unbinding it until QEMU lets go. Stopping
-		// the agents ends every such holder; their netns are pinned, so the
-		// PFs and VF netdevs in them stay reachable.
-		progress.Start("stop agents")
-		err := c.Provider.StopAgents(ctx, l.ClusterName())
-		progress.End(err)
-		if err != nil {
-			// Not fatal: each VF undo still waits for its holders, bounded,
-			// and names them.
-			progress.Warnf("%v; going on", err)
-		}
+// Down's steps before the undo proper.
+var (
+	preDownHooksStep = Step{
+		Name: "pre-down hooks",
+		If:   func(c *Session) bool { return len(c.Lane.Hooks.PreDown) > 0 },
+		Run: func(ctx context.Context, c *Session) error {
+			return runHooks(ctx, c, "pre-down", c.Lane.Hooks.PreDown, c.Lane.KubeconfigPath())
+		},
+		// A failing hook must not keep NICs away from the host.
+		GoOn: "tearing down anyway",
 	}
+	// Quiesce: a VM still running in an agent holds its VF's VFIO group,
+	// and the kernel blocks unbinding it until QEMU lets go. Stopping the
+	// agents ends every such holder; their netns are pinned, so the PFs and
+	// VF netdevs in them stay reachable.
+	stopAgentsStep = Step{
+		Name: "stop agents",
+		If:   func(c *Session) bool { return hasPending(c.Journal, sriov.OpPin) },
+		Run:  func(ctx context.Context, c *Session) error { return c.Provider.StopAgents(ctx, c.Lane.ClusterName()) },
+		// Not fatal: each VF undo still waits for its holders, bounded, and
+		// names them.
+		GoOn: "going on",
+	}
+)
 
-	progress.Start("return PFs and delete lane")
-	u := undoers(l, cli, c.Provider, opts.Force)
+// returnAll undoes the whole journal, newest first, telling rep how long
+// each PF took to come back and what each undo noted.
+func returnAll(ctx context.Context, c *Session, force bool, rep *DownReport) error {
 	var started time.Time
-	err = journal.Reverse(ctx, j, u, journal.ReverseOptions{
-		KeepGoing: opts.Force,
+	return journal.Reverse(ctx, c.Journal, c.undoers, journal.ReverseOptions{
+		KeepGoing: force,
 		Before:    func(*journal.Entry) { started = time.Now() },
 		Report: func(e *journal.Entry, note string, err error) {
 			if err == nil && sriov.IsPFMove(e) {
@@ -126,12 +134,6 @@ func Down(ctx context.Context, l *config.Lane, opts DownOptions) (DownReport, er
 			c.reportUndo(e, note, err)
 		},
 	})
-	progress.End(err)
-	if err != nil {
-		return rep, fmt.Errorf("lane %s: %w\nthe journal %s keeps what is left: fix the cause and run down again (--force to continue past failures)", l.Name, err, j.Path())
-	}
-	c.finish()
-	return rep, nil
 }
 
 // hasPending reports whether the journal holds an operation of kind op

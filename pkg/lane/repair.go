@@ -52,7 +52,7 @@ func Repair(ctx context.Context, l *config.Lane, opts RepairOptions) (RepairRepo
 	if err := requireLane(l); err != nil {
 		return rep, err
 	}
-	c, closeLane, err := openLane(l, opts.Docker, opts.Out, opts.Verbose)
+	c, closeLane, err := openLane(l, opts.Docker, opts.Out, opts.Verbose, false)
 	if err != nil {
 		return rep, err
 	}
@@ -72,10 +72,11 @@ func Repair(ctx context.Context, l *config.Lane, opts RepairOptions) (RepairRepo
 			return rep, fmt.Errorf("lane %s: %w", l.Name, err)
 		}
 	}
-	c.Log.Start("check the cluster")
-	lost, err := clusterLost(ctx, c.Lane, c.Kube)
-	c.Log.End(err)
-	if err != nil {
+	var lost bool
+	if _, err := c.run(ctx, stop, Step{Name: "check the cluster", Run: func(ctx context.Context, c *Session) (err error) {
+		lost, err = clusterLost(ctx, c.Lane, c.Kube)
+		return err
+	}}); err != nil {
 		return rep, err
 	}
 	if lost {
@@ -86,16 +87,18 @@ func Repair(ctx context.Context, l *config.Lane, opts RepairOptions) (RepairRepo
 		c.Log.V(0).Infof("lane %s is healthy: nothing to repair", l.Name)
 		return rep, nil
 	}
-	if err := restartDevicePlugins(ctx, c, repaired); err != nil {
-		return rep, err
-	}
-	c.Log.Start("wait for VFs")
-	wctx, cancel := context.WithTimeout(ctx, c.Lane.WaitTimeout.Duration)
-	err = waitVFs(wctx, c)
-	cancel()
-	c.Log.End(err)
+	_, err = c.run(ctx, stop, restartDevicePluginsStep(c, repaired), waitVFsStep)
 	return rep, err
 }
+
+// waitVFsStep waits, within up's wait bound, for every agent to offer the
+// VFs the journal says it holds: up's wait narrowed to the VFs, for a
+// cluster whose components kept running.
+var waitVFsStep = Step{Name: waitStep.Name, Run: func(ctx context.Context, c *Session) error {
+	wctx, cancel := context.WithTimeout(ctx, c.Lane.WaitTimeout.Duration)
+	defer cancel()
+	return waitVFs(wctx, c)
+}}
 
 // clusterLost says whether l's cluster came back empty: none of the
 // namespaces up's baseline holds is left under its UID (reset.Lost). A
@@ -128,19 +131,18 @@ func restartStaleAgents(ctx context.Context, c *Session) error {
 	if err != nil {
 		return err
 	}
+	var steps []Step
 	for _, a := range agents {
 		_, err := c.Kube.Typed.CoreV1().Nodes().Get(ctx, a.Name, metav1.GetOptions{})
 		if !apierrors.IsNotFound(err) {
 			continue
 		}
-		c.Log.Start("restart " + a.Name + ", registered with the server before it lost its datastore")
-		err = c.Provider.RestartAgent(ctx, a)
-		c.Log.End(err)
-		if err != nil {
-			return err
-		}
+		steps = append(steps, Step{Name: "restart " + a.Name + ", registered with the server before it lost its datastore", Run: func(ctx context.Context, c *Session) error {
+			return c.Provider.RestartAgent(ctx, a)
+		}})
 	}
-	return nil
+	_, err = c.run(ctx, stop, steps...)
+	return err
 }
 
 // restoreCluster runs up's cluster steps again on a cluster that came back
@@ -148,22 +150,8 @@ func restartStaleAgents(ctx context.Context, c *Session) error {
 // hooks are the user's: what they made is named as lost, not redone.
 func restoreCluster(ctx context.Context, c *Session) error {
 	c.Log.V(0).Infof("lane %s: %s; applying up's objects again", c.Lane.Name, clusterLostWords)
-	var steps []Step
-	for _, s := range UpSteps() {
-		switch s.Name {
-		case "prepare nodes":
-			steps = append(steps, s, Step{"wait for nodes to register", stepWaitRegistered})
-		case "label nodes", "deploy components", "wait for VFs", "record baseline":
-			steps = append(steps, s)
-		}
-	}
-	for _, s := range steps {
-		c.Log.Start(s.Name)
-		err := s.Run(ctx, c)
-		c.Log.End(err)
-		if err != nil {
-			return fmt.Errorf("repairing lane %s: %s: %w", c.Lane.Name, s.Name, err)
-		}
+	if _, err := c.run(ctx, stopNamed, prepareNodesStep, waitRegisteredStep, labelNodesStep, deployComponentsStep, waitStep, recordBaselineStep); err != nil {
+		return fmt.Errorf("repairing lane %s: %w", c.Lane.Name, err)
 	}
 	for _, h := range c.Lane.Hooks.PostUp {
 		c.Log.V(0).Infof("lost with the cluster, not run again: what post-up hook %q made; run it yourself if the lane needs it", strings.Join(h, " "))
@@ -171,8 +159,10 @@ func restoreCluster(ctx context.Context, c *Session) error {
 	return nil
 }
 
-// stepWaitRegistered waits, within the lane's wait timeout, for every node
+// waitRegisteredStep waits, within the lane's wait timeout, for every node
 // of the cluster to have registered with the restarted server.
+var waitRegisteredStep = Step{Name: "wait for nodes to register", Run: stepWaitRegistered}
+
 func stepWaitRegistered(ctx context.Context, c *Session) error {
 	names, err := c.nodeNames(ctx)
 	if err != nil {
@@ -187,28 +177,28 @@ func stepWaitRegistered(ctx context.Context, c *Session) error {
 const clusterLostWords = "the cluster came back empty (its server restarted with the datastore on a tmpfs, server.datastoreOnTmpfs): " +
 	"Multus, the CNI, the device plugin, the NADs, the node labels and what the post-up hooks made are gone"
 
-// restartDevicePlugins restarts the device plugin on each repaired agent:
-// one that started with the agent, before its VFs were back, advertises
-// none of them (cni.RestartDevicePlugins). It returns once the new plugins
-// run and the kubelets have had time to say so: until then a Node can
-// still show the allocatable of before the restart while its kubelet
-// admits nothing (cni.KubeletStatusSettle), and a wait for VFs would pass
-// on it. c is connected.
-func restartDevicePlugins(ctx context.Context, c *Session, agents []string) error {
-	if len(agents) == 0 {
-		return nil
-	}
+// restartDevicePluginsStep restarts the device plugin on each of agents,
+// repaired: one that started with the agent, before its VFs were back,
+// advertises none of them (cni.RestartDevicePlugins). It returns once the
+// new plugins run and the kubelets have had time to say so: until then a
+// Node can still show the allocatable of before the restart while its
+// kubelet admits nothing (cni.KubeletStatusSettle), and a wait for VFs
+// would pass on it. c is connected.
+func restartDevicePluginsStep(c *Session, agents []string) Step {
 	what := "the device plugin"
 	if c.Lane.VFAllocation == config.VFAllocationDRA {
 		what = "the DRA driver"
 	}
-	c.Log.Start("restart " + what)
-	// The deletes and the wait share up's wait bound.
-	wctx, cancel := context.WithTimeout(ctx, c.Lane.WaitTimeout.Duration)
-	err := cni.RestartDevicePlugins(wctx, c.Kube.Typed, c.Lane.VFAllocation, agents)
-	cancel()
-	c.Log.End(err)
-	return err
+	return Step{
+		Name: "restart " + what,
+		If:   func(*Session) bool { return len(agents) > 0 },
+		Run: func(ctx context.Context, c *Session) error {
+			// The deletes and the wait share up's wait bound.
+			wctx, cancel := context.WithTimeout(ctx, c.Lane.WaitTimeout.Duration)
+			defer cancel()
+			return cni.RestartDevicePlugins(wctx, c.Kube.Typed, c.Lane.VFAllocation, agents)
+		},
+	}
 }
 
 // repairAgents checks that every PF is in the agent up put it in, with its
@@ -216,42 +206,35 @@ func restartDevicePlugins(ctx context.Context, c *Session, agents []string) erro
 // returns the agents it repaired; the wait for their VFs is the caller's
 // (waitVFs). c is an opened lane (openLane).
 func repairAgents(ctx context.Context, c *Session) ([]string, error) {
-	l, j, cli, progress := c.Lane, c.Journal, c.Docker, c.Log
 	c.startSRIOV()
-
-	progress.Start("check PFs and VFs")
-	broken, err := brokenAgents(ctx, c)
-	progress.End(err)
-	if err != nil || len(broken) == 0 {
+	var broken []brokenAgent
+	if _, err := c.run(ctx, stop, Step{Name: "check PFs and VFs", Run: func(ctx context.Context, c *Session) (err error) {
+		broken, err = brokenAgents(ctx, c)
+		return err
+	}}); err != nil || len(broken) == 0 {
 		return nil, err
 	}
 	var repaired []string
-	undo := undoers(l, cli, c.Provider, false)
 	for _, b := range broken {
 		pcis := map[string]bool{}
 		for _, pf := range b.pfs {
 			pcis[pf.PCI] = true
 		}
-		progress.Start("take back the PFs of " + b.agent.Name)
-		err := journal.Reverse(ctx, j, undo, journal.ReverseOptions{
-			Only:   func(e *journal.Entry) bool { return sriov.OfAgent(e, b.agent.Name, pcis) },
-			Report: c.reportUndo,
-		})
-		progress.End(err)
-		if err != nil {
-			return repaired, fmt.Errorf("repairing lane %s: %w", l.Name, err)
-		}
+		takeBack := Step{Name: "take back the PFs of " + b.agent.Name, Run: func(ctx context.Context, c *Session) error {
+			return journal.Reverse(ctx, c.Journal, c.undoers, journal.ReverseOptions{
+				Only:   func(e *journal.Entry) bool { return sriov.OfAgent(e, b.agent.Name, pcis) },
+				Report: c.reportUndo,
+			})
+		}}
 		// Up's own steps, narrowed to this agent and its PFs. A restarted
 		// container has lost what preparing it did (its / shared).
-		c.Agents, c.Leased = []provider.Node{b.agent}, b.pfs
-		prepare := func(ctx context.Context, c *Session) error { return c.Provider.Prepare(ctx, b.agent) }
-		for _, s := range []Step{{"prepare " + b.agent.Name, prepare}, {"move PFs into " + b.agent.Name, stepMovePFs}, {"create VFs and bind drivers", stepVFs}} {
-			progress.Start(s.Name)
-			err := s.Run(ctx, c)
-			progress.End(err)
-			if err != nil {
-				return repaired, fmt.Errorf("repairing lane %s: %s: %w", l.Name, s.Name, err)
-			}
+		prepare := Step{Name: "prepare " + b.agent.Name, Run: func(ctx context.Context, c *Session) error {
+			c.Agents, c.Leased = []provider.Node{b.agent}, b.pfs
+			return c.Provider.Prepare(ctx, b.agent)
+		}}
+		move := Step{Name: "move PFs into " + b.agent.Name, Run: movePFsStep.Run}
+		if _, err := c.run(ctx, stopNamed, takeBack, prepare, move, vfsStep); err != nil {
+			return repaired, fmt.Errorf("repairing lane %s: %w", c.Lane.Name, err)
 		}
 		repaired = append(repaired, b.agent.Name)
 	}

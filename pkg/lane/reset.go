@@ -59,7 +59,7 @@ func Reset(ctx context.Context, l *config.Lane, opts ResetOptions) (ResetReport,
 		return rep, err
 	}
 	// The journal's lock keeps up, down and repair off the lane meanwhile.
-	c, closeLane, err := openLane(l, opts.Docker, opts.Out, opts.Verbose)
+	c, closeLane, err := openLane(l, opts.Docker, opts.Out, opts.Verbose, false)
 	if err != nil {
 		return rep, err
 	}
@@ -67,7 +67,6 @@ func Reset(ctx context.Context, l *config.Lane, opts ResetOptions) (ResetReport,
 	if err := c.connect(); err != nil {
 		return rep, fmt.Errorf("lane %s: %w", l.Name, err)
 	}
-	progress := c.Log
 	fail := func(err error) (ResetReport, error) {
 		return rep, fmt.Errorf("resetting lane %s: %w", l.Name, err)
 	}
@@ -76,31 +75,29 @@ func Reset(ctx context.Context, l *config.Lane, opts ResetOptions) (ResetReport,
 	wctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
 	said := map[string]bool{}
+	// pass deletes what the baseline does not hold, then waits for it to
+	// be gone; it says how many namespaces it deleted.
 	pass := func(name string) (int, error) {
-		progress.Start(name)
-		p, err := reset.Delete(ctx, c.Kube, b, progress)
-		progress.End(err)
-		rep.Namespaces = append(rep.Namespaces, p.Namespaces...)
-		rep.Objects = append(rep.Objects, p.Objects...)
-		if err != nil {
-			return 0, err
-		}
-		for _, lost := range p.Lost {
-			if said[lost] {
-				continue
+		var p reset.Pass
+		deleteStep := Step{Name: name, Run: func(ctx context.Context, c *Session) (err error) {
+			p, err = reset.Delete(ctx, c.Kube, b, c.Log)
+			rep.Namespaces = append(rep.Namespaces, p.Namespaces...)
+			rep.Objects = append(rep.Objects, p.Objects...)
+			for _, lost := range p.Lost {
+				if !said[lost] {
+					said[lost] = true
+					c.Log.Warnf("%s: reset cannot bring back what up made there; run 'sriov-lane down --name %s', then up, if the lane misses it", lost, l.Name)
+				}
 			}
-			said[lost] = true
-			progress.Warnf("%s: reset cannot bring back what up made there; run 'sriov-lane down --name %s', then up, if the lane misses it", lost, l.Name)
+			return err
+		}}
+		waitGone := Step{
+			Name: "wait for deletions",
+			If:   func(*Session) bool { return p.Waits() },
+			Run:  func(_ context.Context, c *Session) error { return p.Wait(wctx, c.Kube, c.Log) },
 		}
-		if p.Waits() {
-			progress.Start("wait for deletions")
-			err := p.Wait(wctx, c.Kube, progress)
-			progress.End(err)
-			if err != nil {
-				return 0, err
-			}
-		}
-		return len(p.Namespaces), nil
+		_, err := c.run(ctx, stop, deleteStep, waitGone)
+		return len(p.Namespaces), err
 	}
 	namespaces, err := pass("delete what up did not make")
 	if err != nil {
@@ -120,13 +117,7 @@ func Reset(ctx context.Context, l *config.Lane, opts ResetOptions) (ResetReport,
 	if err != nil {
 		return fail(err)
 	}
-	if err := restartDevicePlugins(ctx, c, repaired); err != nil {
-		return fail(err)
-	}
-	progress.Start("wait for VFs")
-	err = waitAsUp(ctx, c)
-	progress.End(err)
-	if err != nil {
+	if _, err := c.run(ctx, stop, restartDevicePluginsStep(c, repaired), Step{Name: waitStep.Name, Run: waitAsUp}); err != nil {
 		return fail(err)
 	}
 	return rep, nil

@@ -27,6 +27,9 @@ type Session struct {
 	Docker   *client.Client
 	Provider *provider.Provider
 	SRIOV    *sriov.Session
+	// undoers reverse what the lane journals: up's rollback, down, and
+	// repair's undo of one agent's share.
+	undoers journal.Undoers
 	// Out receives hook output, beside Log's lines: the command's stderr.
 	Out io.Writer
 	// KubevirtciDir, when set, receives kubevirtci's provider files.
@@ -72,8 +75,10 @@ func requireLane(l *config.Lane) error {
 
 // openLane locks an existing lane's journal and takes the command run's
 // Docker client (cli; nil: one of its own): what down, repair and reset
-// start from. The returned func releases both.
-func openLane(l *config.Lane, cli *client.Client, out io.Writer, verbose bool) (*Session, func(), error) {
+// start from. force lets the undo return PFs to the current netns even if
+// they were taken from another (down --force). The returned func releases
+// both.
+func openLane(l *config.Lane, cli *client.Client, out io.Writer, verbose, force bool) (*Session, func(), error) {
 	j, err := journal.Open(l.Dir().Journal())
 	if err != nil {
 		if errors.Is(err, journal.ErrBusy) {
@@ -86,7 +91,8 @@ func openLane(l *config.Lane, cli *client.Client, out io.Writer, verbose bool) (
 		j.Close()
 		return nil, nil, err
 	}
-	c := &Session{Lane: l, Journal: j, Log: log.NewPrinter(out, verbose), Docker: cli, Provider: provider.NewWithClient(cli), Out: out}
+	p := provider.NewWithClient(cli)
+	c := &Session{Lane: l, Journal: j, Log: log.NewPrinter(out, verbose), Docker: cli, Provider: p, undoers: undoers(l, cli, p, force), Out: out}
 	return c, func() { release(); j.Close() }, nil
 }
 

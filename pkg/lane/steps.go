@@ -24,8 +24,24 @@ import (
 	"github.com/sriov-lane/sriov-lane/pkg/statedir"
 )
 
-// Every step of up, in the order UpSteps runs them. repair runs two of them
-// again (stepMovePFs, stepVFs) for one agent, and reset runs up's wait.
+// Every step of up, in the order UpSteps runs them. Repair runs some of
+// these values again (movePFsStep and vfsStep for one agent; from
+// prepareNodesStep to recordBaselineStep on a cluster that came back
+// empty), and reset runs up's wait, waitStep.
+var (
+	preflightStep        = Step{Name: "preflight", Run: stepPreflight}
+	leaseStep            = Step{Name: "lease PFs", Run: stepLease}
+	createClusterStep    = Step{Name: "create cluster", Run: stepCreateCluster}
+	prepareNodesStep     = Step{Name: "prepare nodes", Run: stepPrepareNodes}
+	movePFsStep          = Step{Name: "move PFs into agents", Run: stepMovePFs}
+	vfsStep              = Step{Name: "create VFs and bind drivers", Run: stepVFs}
+	labelNodesStep       = Step{Name: "label nodes", Run: stepLabelNodes}
+	deployComponentsStep = Step{Name: "deploy components", Run: stepDeployComponents}
+	waitStep             = Step{Name: "wait for VFs", Run: stepWait}
+	outputsStep          = Step{Name: "write outputs", Run: stepOutputs}
+	postUpHooksStep      = Step{Name: "post-up hooks", Run: stepPostUpHooks}
+	recordBaselineStep   = Step{Name: "record baseline", Run: stepRecordBaseline}
+)
 
 // PreflightError is a failed preflight: nothing on the host was changed.
 type PreflightError struct{ Failed []CheckResult }

@@ -14,11 +14,6 @@ import (
 	"github.com/sriov-lane/sriov-lane/pkg/statedir"
 )
 
-// Undoers reverses everything the lane journals.
-func (c *Session) Undoers() journal.Undoers {
-	return undoers(c.Lane, c.Docker, c.Provider, false)
-}
-
 // undoers reverses everything the lane journals; force lets PFs return to
 // the current netns even if they were taken from another.
 func undoers(l *config.Lane, cli *client.Client, p *provider.Provider, force bool) journal.Undoers {
