@@ -29,8 +29,7 @@ free ports. It exits 1 when a hard requirement fails.`,
 			if err != nil {
 				return err
 			}
-			cli, _ := g.docker(l) // nil: the engine check reports why
-			ck := &lane.Checker{Lane: l, Docker: cli, PFs: lane.PFReportFunc(l)}
+			ck := &lane.Checker{Lane: l, Engines: &g.engines, PFs: lane.PFReportFunc(l)}
 			results := ck.Run(c.Context())
 			if output == "json" {
 				b, _ := json.MarshalIndent(results, "", "  ")

@@ -27,8 +27,7 @@ nothing to do.`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			return lf.eachLane(all, "not fully down", func(l *config.Lane) error {
-				cli, _ := g.docker(l) // nil: the lane call connects, and says why it cannot, when it needs the engine
-				rep, err := lane.Down(c.Context(), l, lane.DownOptions{Docker: cli, Out: g.streams.Err, Verbose: g.verbose, Force: force})
+				rep, err := lane.Down(c.Context(), l, lane.DownOptions{Engines: &g.engines, Out: g.streams.Err, Verbose: g.verbose, Force: force})
 				switch {
 				case err != nil:
 					return err

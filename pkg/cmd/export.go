@@ -36,8 +36,7 @@ the lane's PFs, the journal and the saved config. It changes nothing.`,
 			if err != nil {
 				return err
 			}
-			cli, _ := g.docker(l) // nil: the lane call connects, and says why it cannot, when it needs Docker
-			out, err := lane.ExportLogs(c.Context(), l, cli, args[0])
+			out, err := lane.ExportLogs(c.Context(), l, &g.engines, args[0])
 			if err != nil {
 				return err
 			}

@@ -45,7 +45,7 @@ pre-seeded imageRegistryMirror, which up needs no second command for.`,
 				}
 				images = append(planned, images...)
 			}
-			cli, err := g.docker(l)
+			cli, err := g.engines.Client(l.ContainerEngine)
 			if err != nil {
 				return err
 			}

@@ -34,8 +34,7 @@ one that was removed cannot be repaired (run down, then up).`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			return lf.eachLane(all, "not repaired", func(l *config.Lane) error {
-				cli, _ := g.docker(l) // nil: the lane call connects, and says why it cannot, when it needs the engine
-				rep, err := lane.Repair(c.Context(), l, lane.RepairOptions{Docker: cli, Out: g.streams.Err, Verbose: g.verbose})
+				rep, err := lane.Repair(c.Context(), l, lane.RepairOptions{Engines: &g.engines, Out: g.streams.Err, Verbose: g.verbose})
 				if err == nil && (len(rep.Repaired) > 0 || rep.ClusterRestored) {
 					what := rep.Repaired
 					if rep.ClusterRestored {

@@ -42,9 +42,8 @@ recorded baselines cannot be reset: down and up it once.`,
 				return usagef("--timeout %s: must be positive", timeout)
 			}
 			return lf.eachLane(all, "not reset", func(l *config.Lane) error {
-				cli, _ := g.docker(l) // nil: the lane call connects, and says why it cannot, when it needs the engine
 				start := time.Now()
-				rep, err := lane.Reset(c.Context(), l, lane.ResetOptions{Docker: cli, Out: g.streams.Err, Verbose: g.verbose, Timeout: timeout})
+				rep, err := lane.Reset(c.Context(), l, lane.ResetOptions{Engines: &g.engines, Out: g.streams.Err, Verbose: g.verbose, Timeout: timeout})
 				if err != nil {
 					return err
 				}

@@ -13,7 +13,6 @@ import (
 	"sync/atomic"
 	"syscall"
 
-	"github.com/docker/docker/client"
 	k3dlog "github.com/k3d-io/k3d/v5/pkg/logger"
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
@@ -71,16 +70,15 @@ func ExitCode(err error) int {
 	return ExitFailure
 }
 
-// globals are options every command shares, and the run's one Docker
-// client. They live on the root command's instance, not in package state,
-// so tests can run commands side by side.
+// globals are options every command shares, and the run's one client
+// per container engine. They live on the root command's instance, not in
+// package state, so tests can run commands side by side.
 type globals struct {
 	verbose bool
 	streams IOStreams
-	// clis are the run's clients, one per engine address, made when a
-	// lane first asks (docker) and closed when the run ends (close):
-	// down --all may meet lanes on Docker and on Podman.
-	clis map[string]*client.Client
+	// engines are the run's clients, one per engine, handed to every lane
+	// call and closed when the run ends (close).
+	engines provider.Engines
 	// note is what the first Ctrl-C says (interruptNote); a command whose
 	// interruption does more than stop sets its own.
 	note atomic.Pointer[string]
@@ -94,38 +92,11 @@ func (g *globals) interruptNote() string {
 	return interruptedNote
 }
 
-// docker is the command run's client of the engine lane l runs on: every
-// lane and provider call of the run on that engine shares it. It points
-// k3d at that engine too, each time, as the lane before may have been on
-// the other.
-func (g *globals) docker(l *config.Lane) (*client.Client, error) {
-	e, err := provider.HostEngine(l.ContainerEngine)
-	if err != nil {
-		return nil, err
-	}
-	if cli, ok := g.clis[e.Host]; ok {
-		return cli, e.Use()
-	}
-	cli, err := e.Connect()
-	if err != nil {
-		return nil, err
-	}
-	if g.clis == nil {
-		g.clis = map[string]*client.Client{}
-	}
-	g.clis[e.Host] = cli
-	return cli, nil
-}
-
 // log is the run's logger: warnings, errors and -v detail, on stderr like
 // every step line (results alone go to stdout).
 func (g *globals) log() log.Logger { return log.NewPrinter(g.streams.Err, g.verbose) }
 
-func (g *globals) close() {
-	for _, cli := range g.clis {
-		cli.Close()
-	}
-}
+func (g *globals) close() { g.engines.Close() }
 
 // NewRoot builds the command tree.
 func NewRoot(streams IOStreams) *cobra.Command {

@@ -54,8 +54,7 @@ what to do and exits 1.`,
 			if err != nil {
 				return err
 			}
-			cli, _ := g.docker(saved) // nil: the lane call connects, and says why it cannot, when it needs Docker
-			st, err := lane.Describe(c.Context(), saved, cli)
+			st, err := lane.Describe(c.Context(), saved, &g.engines)
 			if err != nil {
 				return err
 			}

@@ -46,13 +46,12 @@ PFs first, unless --retain.`,
 				defer os.Setenv("TMPDIR", os.Getenv("TMPDIR"))
 				os.Setenv("TMPDIR", tmp)
 			}
-			cli, _ := g.docker(l) // nil: the lane call connects, and says why it cannot, when it needs Docker
 			if !retain {
 				note := interruptedUpNote
 				g.note.Store(&note)
 			}
 			timings, err := lane.Up(c.Context(), l, lane.UpOptions{
-				Docker: cli, Out: g.streams.Err, Verbose: g.verbose, Retain: retain, KubevirtciDir: kubevirtci,
+				Engines: &g.engines, Out: g.streams.Err, Verbose: g.verbose, Retain: retain, KubevirtciDir: kubevirtci,
 			})
 			if err != nil {
 				return err

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/docker/docker/client"
 	"golang.org/x/sys/unix"
 
 	"github.com/sriov-lane/sriov-lane/pkg/config"
@@ -41,9 +40,9 @@ type CheckResult struct {
 // Checker runs the preflight checks. It changes nothing on the host.
 type Checker struct {
 	Lane *config.Lane
-	// Docker is the command run's client of the lane's engine; nil: the
-	// engine check connects to the one the lane's containerEngine selects.
-	Docker *client.Client
+	// Engines are the command run's clients of the container engines: the
+	// engine check asks for the one the lane's containerEngine selects.
+	Engines *provider.Engines
 	// Engine is what the engine check found the engine to be (Run sets it;
 	// zero when it could not tell).
 	Engine provider.EngineInfo
@@ -187,13 +186,12 @@ const engineCheckTimeout = 30 * time.Second
 // unreachable, rootless, too old, or not the engine containerEngine asks for.
 func (c *Checker) checkEngine(ctx context.Context, add func(string, CheckStatus, string, string)) {
 	want := c.Lane.ContainerEngine
-	cli, release, err := dockerFor(c.Docker, want)
+	cli, err := c.Engines.Client(want)
 	if err != nil {
 		add("engine", Fail, err.Error(), "")
 		add("k3s-image", Warn, "not checked: no container engine", "")
 		return
 	}
-	defer release()
 	pctx, cancel := context.WithTimeout(ctx, engineCheckTimeout)
 	defer cancel()
 	info, err := provider.Identify(pctx, cli)

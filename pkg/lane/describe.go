@@ -84,9 +84,9 @@ func vfStatuses(sys sriov.Sysfs, pci string) []VFStatus {
 }
 
 // Describe gathers a lane's status from its journal, Docker, the node
-// network namespaces, sysfs and the API. It changes nothing. docker is the
-// command run's Docker client (nil: one of its own).
-func Describe(ctx context.Context, l *config.Lane, docker *client.Client) (*LaneStatus, error) {
+// network namespaces, sysfs and the API. It changes nothing. engines are
+// the command run's clients of the container engines.
+func Describe(ctx context.Context, l *config.Lane, engines *provider.Engines) (*LaneStatus, error) {
 	if err := requireLane(l); err != nil {
 		return nil, err
 	}
@@ -100,11 +100,10 @@ func Describe(ctx context.Context, l *config.Lane, docker *client.Client) (*Lane
 			st.Pending++
 		}
 	}
-	cli, release, err := dockerFor(docker, l.ContainerEngine)
+	cli, err := engines.Client(l.ContainerEngine)
 	if err != nil {
 		return nil, err
 	}
-	defer release()
 	p := provider.NewWithClient(cli)
 	nodes, err := p.Nodes(ctx, l.ClusterName())
 	if err != nil {

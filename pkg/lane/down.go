@@ -8,18 +8,17 @@ import (
 	"os"
 	"time"
 
-	"github.com/docker/docker/client"
-
 	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/journal"
 	"github.com/sriov-lane/sriov-lane/pkg/log"
+	"github.com/sriov-lane/sriov-lane/pkg/provider"
 	"github.com/sriov-lane/sriov-lane/pkg/sriov"
 )
 
 // DownOptions tune Down.
 type DownOptions struct {
-	// Docker is the command run's Docker client (nil: Down makes its own).
-	Docker *client.Client
+	// Engines are the command run's clients of the container engines.
+	Engines *provider.Engines
 	// Out takes the progress, the log and hooks' output: the command's
 	// stderr (results are the caller's, for stdout).
 	Out     io.Writer
@@ -72,7 +71,7 @@ func Down(ctx context.Context, l *config.Lane, opts DownOptions) (DownReport, er
 		rep.NothingToDo = true
 		return rep, nil
 	}
-	c, closeLane, err := openLane(l, opts.Docker, opts.Out, opts.Verbose, opts.Force)
+	c, closeLane, err := openLane(l, opts.Engines, opts.Out, opts.Verbose, opts.Force)
 	if err != nil {
 		return rep, err
 	}

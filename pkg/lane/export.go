@@ -28,9 +28,9 @@ import (
 // alone into dir/<lane>: node container logs, pod logs and events, each
 // node's links, the SR-IOV sysfs state of the lane's PFs, the journal and the
 // saved config. It changes nothing and keeps going past what it cannot read,
-// listing those failures in errors.txt. docker is the command run's Docker
-// client (nil: one of its own).
-func ExportLogs(ctx context.Context, l *config.Lane, docker *client.Client, dir string) (string, error) {
+// listing those failures in errors.txt. engines are the command run's
+// clients of the container engines.
+func ExportLogs(ctx context.Context, l *config.Lane, engines *provider.Engines, dir string) (string, error) {
 	out := filepath.Join(dir, l.Name)
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return "", err
@@ -44,11 +44,10 @@ func ExportLogs(ctx context.Context, l *config.Lane, docker *client.Client, dir 
 	note("journal", copyFile(l.Dir().Journal(), filepath.Join(out, "journal.jsonl")))
 	note("lane config", copyFile(l.Dir().SavedConfig(), filepath.Join(out, "lane.yaml")))
 
-	cli, release, err := dockerFor(docker, l.ContainerEngine)
+	cli, err := engines.Client(l.ContainerEngine)
 	if err != nil {
 		return out, err
 	}
-	defer release()
 	p := provider.NewWithClient(cli)
 	nodes, err := p.Nodes(ctx, l.ClusterName())
 	note("listing nodes", err)

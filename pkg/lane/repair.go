@@ -6,7 +6,6 @@ import (
 	"io"
 	"strings"
 
-	"github.com/docker/docker/client"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -21,8 +20,8 @@ import (
 
 // RepairOptions tune Repair.
 type RepairOptions struct {
-	// Docker is the command run's Docker client (nil: Repair makes its own).
-	Docker *client.Client
+	// Engines are the command run's clients of the container engines.
+	Engines *provider.Engines
 	// Out takes the progress, the log and hooks' output: the command's
 	// stderr (results are the caller's, for stdout).
 	Out     io.Writer
@@ -52,7 +51,7 @@ func Repair(ctx context.Context, l *config.Lane, opts RepairOptions) (RepairRepo
 	if err := requireLane(l); err != nil {
 		return rep, err
 	}
-	c, closeLane, err := openLane(l, opts.Docker, opts.Out, opts.Verbose, false)
+	c, closeLane, err := openLane(l, opts.Engines, opts.Out, opts.Verbose, false)
 	if err != nil {
 		return rep, err
 	}

@@ -6,12 +6,10 @@ import (
 	"io"
 	"time"
 
-	"github.com/sriov-lane/sriov-lane/pkg/reset"
-
-	"github.com/docker/docker/client"
-
 	"github.com/sriov-lane/sriov-lane/pkg/cni"
 	"github.com/sriov-lane/sriov-lane/pkg/config"
+	"github.com/sriov-lane/sriov-lane/pkg/provider"
+	"github.com/sriov-lane/sriov-lane/pkg/reset"
 )
 
 // DefaultResetTimeout bounds reset's wait for what it deleted to be gone.
@@ -19,8 +17,8 @@ const DefaultResetTimeout = 2 * time.Minute
 
 // ResetOptions tune Reset.
 type ResetOptions struct {
-	// Docker is the command run's Docker client (nil: Reset makes its own).
-	Docker *client.Client
+	// Engines are the command run's clients of the container engines.
+	Engines *provider.Engines
 	// Out takes the progress, the log and hooks' output: the command's
 	// stderr (results are the caller's, for stdout).
 	Out     io.Writer
@@ -59,7 +57,7 @@ func Reset(ctx context.Context, l *config.Lane, opts ResetOptions) (ResetReport,
 		return rep, err
 	}
 	// The journal's lock keeps up, down and repair off the lane meanwhile.
-	c, closeLane, err := openLane(l, opts.Docker, opts.Out, opts.Verbose, false)
+	c, closeLane, err := openLane(l, opts.Engines, opts.Out, opts.Verbose, false)
 	if err != nil {
 		return rep, err
 	}

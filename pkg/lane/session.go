@@ -27,6 +27,9 @@ type Session struct {
 	Docker   *client.Client
 	Provider *provider.Provider
 	SRIOV    *sriov.Session
+	// engines are the command run's clients of the container engines; Docker
+	// is the one of the lane's.
+	engines *provider.Engines
 	// undoers reverse what the lane journals: up's rollback, down, and
 	// repair's undo of one agent's share.
 	undoers journal.Undoers
@@ -74,11 +77,10 @@ func requireLane(l *config.Lane) error {
 }
 
 // openLane locks an existing lane's journal and takes the command run's
-// Docker client (cli; nil: one of its own): what down, repair and reset
-// start from. force lets the undo return PFs to the current netns even if
-// they were taken from another (down --force). The returned func releases
-// both.
-func openLane(l *config.Lane, cli *client.Client, out io.Writer, verbose, force bool) (*Session, func(), error) {
+// client of the lane's engine: what down, repair and reset start from.
+// force lets the undo return PFs to the current netns even if they were
+// taken from another (down --force). The returned func releases the lock.
+func openLane(l *config.Lane, engines *provider.Engines, out io.Writer, verbose, force bool) (*Session, func(), error) {
 	j, err := journal.Open(l.Dir().Journal())
 	if err != nil {
 		if errors.Is(err, journal.ErrBusy) {
@@ -86,27 +88,14 @@ func openLane(l *config.Lane, cli *client.Client, out io.Writer, verbose, force 
 		}
 		return nil, nil, err
 	}
-	cli, release, err := dockerFor(cli, l.ContainerEngine)
+	cli, err := engines.Client(l.ContainerEngine)
 	if err != nil {
 		j.Close()
 		return nil, nil, err
 	}
 	p := provider.NewWithClient(cli)
-	c := &Session{Lane: l, Journal: j, Log: log.NewPrinter(out, verbose), Docker: cli, Provider: p, undoers: undoers(l, cli, p, force), Out: out}
-	return c, func() { release(); j.Close() }, nil
-}
-
-// dockerFor returns the command run's client of the lane's engine cli or,
-// when a caller has none to give (nil), one of its own of the engine the
-// lane's containerEngine selects; release closes only the latter.
-func dockerFor(cli *client.Client, engine string) (_ *client.Client, release func(), err error) {
-	if cli != nil {
-		return cli, func() {}, nil
-	}
-	if cli, err = provider.Connect(engine); err != nil {
-		return nil, nil, err
-	}
-	return cli, func() { cli.Close() }, nil
+	c := &Session{Lane: l, Journal: j, Log: log.NewPrinter(out, verbose), Docker: cli, Provider: p, engines: engines, undoers: undoers(l, cli, p, force), Out: out}
+	return c, func() { j.Close() }, nil
 }
 
 // connect makes the run's clients of the lane's cluster from its

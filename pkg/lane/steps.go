@@ -58,7 +58,7 @@ func (e *PreflightError) Error() string {
 }
 
 func stepPreflight(ctx context.Context, c *Session) error {
-	ck := &Checker{Lane: c.Lane, Docker: c.Docker, PFs: PFReportFunc(c.Lane)}
+	ck := &Checker{Lane: c.Lane, Engines: c.engines, PFs: PFReportFunc(c.Lane)}
 	var failed []CheckResult
 	for _, r := range ck.Run(ctx) {
 		if r.Status == Fail {

@@ -16,8 +16,8 @@ import (
 
 // UpOptions tune Up.
 type UpOptions struct {
-	// Docker is the command run's Docker client (nil: Up makes its own).
-	Docker *client.Client
+	// Engines are the command run's clients of the container engines.
+	Engines *provider.Engines
 	// Out takes the progress, the log and hooks' output: the command's
 	// stderr (results are the caller's, for stdout).
 	Out           io.Writer
@@ -42,11 +42,10 @@ func Up(ctx context.Context, l *config.Lane, opts UpOptions) ([]StepTiming, erro
 	if l.Dir().HasJournal() {
 		return nil, fmt.Errorf("lane %q already exists (journal %s): run 'sriov-lane down --name %s' first, or pick another --name", l.Name, l.Dir().Journal(), l.Name)
 	}
-	cli, release, err := dockerFor(opts.Docker, l.ContainerEngine)
+	cli, err := opts.Engines.Client(l.ContainerEngine)
 	if err != nil {
 		return nil, err
 	}
-	defer release()
 	c := newUpSession(l, opts, cli, log.NewPrinter(opts.Out, opts.Verbose))
 	// Preflight runs before the journal exists: a lane that fails it leaves
 	// no trace on the host.
@@ -73,7 +72,7 @@ func Up(ctx context.Context, l *config.Lane, opts UpOptions) ([]StepTiming, erro
 func newUpSession(l *config.Lane, opts UpOptions, cli *client.Client, progress *log.Printer) *Session {
 	p := provider.NewWithClient(cli)
 	return &Session{
-		Lane: l, Log: progress, Docker: cli, Provider: p, undoers: undoers(l, cli, p, false),
+		Lane: l, Log: progress, Docker: cli, Provider: p, engines: opts.Engines, undoers: undoers(l, cli, p, false),
 		Out: opts.Out, KubevirtciDir: opts.KubevirtciDir, Retain: opts.Retain,
 	}
 }

@@ -174,7 +174,7 @@ func (b *bench) laneOnceWith(ctx context.Context, l *config.Lane, s *sample, bet
 		w = io.MultiWriter(&out, os.Stderr)
 	}
 	start := time.Now()
-	steps, err := lane.Up(ctx, l, lane.UpOptions{Out: w, Verbose: true})
+	steps, err := lane.Up(ctx, l, lane.UpOptions{Engines: &b.engines, Out: w, Verbose: true})
 	s.up = time.Since(start)
 	if err != nil {
 		return fmt.Errorf("up: %w\n%s", err, indent(out.String()))
@@ -191,7 +191,7 @@ func (b *bench) laneOnceWith(ctx context.Context, l *config.Lane, s *sample, bet
 		out.Reset()
 		if err := f(ctx, l, s, w); err != nil {
 			// Down still runs: the PFs must come back.
-			if _, derr := lane.Down(context.WithoutCancel(ctx), l, lane.DownOptions{Out: w, Verbose: true}); derr != nil {
+			if _, derr := lane.Down(context.WithoutCancel(ctx), l, lane.DownOptions{Engines: &b.engines, Out: w, Verbose: true}); derr != nil {
 				return errors.Join(err, fmt.Errorf("down: %w", derr))
 			}
 			return fmt.Errorf("%w\n%s", err, indent(out.String()))
@@ -199,7 +199,7 @@ func (b *bench) laneOnceWith(ctx context.Context, l *config.Lane, s *sample, bet
 	}
 	out.Reset()
 	start = time.Now()
-	rep, err := lane.Down(ctx, l, lane.DownOptions{Out: w, Verbose: true})
+	rep, err := lane.Down(ctx, l, lane.DownOptions{Engines: &b.engines, Out: w, Verbose: true})
 	s.down = time.Since(start)
 	if err != nil {
 		return fmt.Errorf("down: %w\n%s", err, indent(out.String()))
@@ -241,7 +241,7 @@ func (b *bench) resetOnce(ctx context.Context, l *config.Lane, s *sample, w io.W
 		return fmt.Errorf("making a job's ClusterRole: %w", err)
 	}
 	start := time.Now()
-	rep, err := lane.Reset(ctx, l, lane.ResetOptions{Out: w, Verbose: true})
+	rep, err := lane.Reset(ctx, l, lane.ResetOptions{Engines: &b.engines, Out: w, Verbose: true})
 	s.reset = time.Since(start)
 	if err != nil {
 		return fmt.Errorf("reset: %w", err)

@@ -36,7 +36,10 @@ type bench struct {
 	baseline *config.Lane
 	// laneOnDisk is lane with server.datastoreOnTmpfs false.
 	laneOnDisk *config.Lane
-	docker     *client.Client
+	// engines are the bench run's clients of the engine, as pkg/cmd's
+	// run has; docker is the lane's.
+	engines provider.Engines
+	docker  *client.Client
 
 	stopEmulator func() error
 }
@@ -89,8 +92,8 @@ func newBench(ctx context.Context, o options) (*bench, error) {
 	base := *l
 	base.Name, base.APIPort = baselineName, o.port
 	b.baseline = &base
-	if b.docker, err = client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation()); err != nil {
-		return b, fmt.Errorf("connecting to Docker: %w", err)
+	if b.docker, err = b.engines.Client(l.ContainerEngine); err != nil {
+		return b, err
 	}
 	return b, nil
 }
@@ -124,7 +127,7 @@ func (b *bench) describe() string {
 func (b *bench) close(ctx context.Context) error {
 	var errs []error
 	if b.lane != nil {
-		if _, err := lane.Down(ctx, b.lane, lane.DownOptions{Out: logOut(b.o.verbose), Force: true}); err != nil {
+		if _, err := lane.Down(ctx, b.lane, lane.DownOptions{Engines: &b.engines, Out: logOut(b.o.verbose), Force: true}); err != nil {
 			errs = append(errs, fmt.Errorf("lane %s down: %w", laneName, err))
 		}
 	}
@@ -146,9 +149,7 @@ func (b *bench) close(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("rig down: %w", err))
 		}
 	}
-	if b.docker != nil {
-		b.docker.Close()
-	}
+	b.engines.Close()
 	if b.tmp != "" && len(errs) == 0 {
 		// Kept on failure: rig.json lets `lane-rig down --dir` finish the job.
 		os.RemoveAll(b.tmp)
