@@ -132,9 +132,12 @@ func (c *Checker) Run(ctx context.Context) []CheckResult {
 		add("vfio-pci-driver", Warn, "vfio-pci driver not registered", "only needed for vfio-pci VFs")
 	}
 
-	groups, _ := os.ReadDir(filepath.Join(l.SysfsRoot, "kernel/iommu_groups"))
+	groups, err := os.ReadDir(filepath.Join(l.SysfsRoot, "kernel/iommu_groups"))
 	if len(groups) > 0 {
 		add("iommu", Pass, fmt.Sprintf("%d IOMMU groups", len(groups)), "")
+	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+		// No directory is no IOMMU (below); one that cannot be read says why.
+		add("iommu", Fail, "reading IOMMU groups: "+err.Error(), "")
 	} else if l.VFDriver == config.VFDriverVFIO {
 		add("iommu", Fail, "no IOMMU groups under "+filepath.Join(l.SysfsRoot, "kernel/iommu_groups"), "enable VT-d/AMD-Vi in firmware and boot with intel_iommu=on iommu=pt")
 	} else {
@@ -151,9 +154,14 @@ func (c *Checker) Run(ctx context.Context) []CheckResult {
 
 	c.checkPort(add, "api-port", "127.0.0.1", l.APIPort, "--api-port (HOST_PORT)")
 	if l.RegistryEnabled() {
-		host, port, _ := net.SplitHostPort(l.Registry.Address)
-		p, _ := strconv.Atoi(port)
-		c.checkPort(add, "registry-port", host, p, "--registry-address, or --registry=false")
+		host, port, err := net.SplitHostPort(l.Registry.Address)
+		p, perr := strconv.Atoi(port)
+		if err := errors.Join(err, perr); err != nil {
+			// pkg/config refuses such an address: a Checker built by hand.
+			add("registry-port", Fail, "registry.address "+l.Registry.Address+": "+err.Error(), "--registry-address IP:PORT")
+		} else {
+			c.checkPort(add, "registry-port", host, p, "--registry-address, or --registry=false")
+		}
 	}
 	return out
 }

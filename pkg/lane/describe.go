@@ -2,12 +2,12 @@ package lane
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sort"
 	"strings"
 
-	"github.com/docker/docker/client"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -109,7 +109,10 @@ func Describe(ctx context.Context, l *config.Lane, engines *provider.Engines) (*
 	if err != nil {
 		st.Notes = append(st.Notes, "listing nodes: "+err.Error())
 	}
-	kc := connectKube(l)
+	kc, err := connectKube(l)
+	if err != nil {
+		st.Notes = append(st.Notes, err.Error())
+	}
 	var pools map[string]cni.DRAPool
 	if kc != nil && l.VFAllocation == config.VFAllocationDRA {
 		if pools, err = cni.ListDRAPools(ctx, kc.Typed); err != nil {
@@ -136,26 +139,31 @@ func Describe(ctx context.Context, l *config.Lane, engines *provider.Engines) (*
 		st.Nodes = append(st.Nodes, ns)
 	}
 	if kc != nil {
-		if lost, err := clusterLost(ctx, l, kc); err == nil && lost {
+		if lost, err := clusterLost(ctx, l, kc); err != nil {
+			st.Notes = append(st.Notes, "telling whether the cluster came back empty: "+err.Error())
+		} else if lost {
 			st.ClusterLost = true
 			st.Problems = append(st.Problems, fmt.Sprintf("%s: run 'sriov-lane repair --name %s'", clusterLostWords, l.Name))
 		}
 	}
-	leases, _ := sriov.NewLeaser(l.StateDir).Leases()
+	leases, err := sriov.NewLeaser(l.StateDir).Leases()
+	if err != nil {
+		st.Notes = append(st.Notes, "reading leases: "+err.Error())
+	}
 	sys := sriov.Sysfs{Root: l.SysfsRoot}
-	for _, pl := range sriov.Placements(entries) {
-		ps := PFStatus{Name: pl.PF.Name, PCI: pl.PF.PCI}
-		if ls, ok := leases[pl.PF.PCI]; ok {
+	for _, h := range readHealth(ctx, l, cli, nodes, sriov.Placements(entries)) {
+		ps := PFStatus{Name: h.PF.Name, PCI: h.PF.PCI, Node: h.Node, NameInNode: h.NameInNode, State: h.State}
+		if ls, ok := leases[h.PF.PCI]; ok {
 			ps.LeasedBy = ls.Lane
 		}
-		ps.NumVFs, _ = sys.ReadInt(pl.PF.PCI, "sriov_numvfs")
-		ps.VFDrivers = sys.VFDrivers(pl.PF.PCI)
-		ps.VFs = vfStatuses(sys, pl.PF.PCI)
-		ps.EmulationReport = sriov.EmulationOf(sys, pl.PF.PCI)
-		if problem := locatePF(ctx, l, cli, nodes, pl, &ps); problem != "" {
-			st.Problems = append(st.Problems, problem)
-		} else if problem := vfProblem(l, sys, pl.PF.PCI); problem != "" {
-			st.Problems = append(st.Problems, fmt.Sprintf("%s in %s: %s: run 'sriov-lane repair --name %s'", pl.PF, pl.Node, problem, l.Name))
+		if ps.NumVFs, err = sys.ReadInt(h.PF.PCI, "sriov_numvfs"); err != nil {
+			st.Notes = append(st.Notes, fmt.Sprintf("%s: %v", h.PF, err))
+		}
+		ps.VFDrivers = sys.VFDrivers(h.PF.PCI)
+		ps.VFs = vfStatuses(sys, h.PF.PCI)
+		ps.EmulationReport = sriov.EmulationOf(sys, h.PF.PCI)
+		if h.Problem != "" {
+			st.Problems = append(st.Problems, h.String())
 		}
 		st.PFs = append(st.PFs, ps)
 	}
@@ -166,56 +174,14 @@ func Describe(ctx context.Context, l *config.Lane, engines *provider.Engines) (*
 	return st, nil
 }
 
-// locatePF fills in where the PF is and returns what is wrong, if anything:
-// a PF up put into an agent must be in that agent's current netns.
-func locatePF(ctx context.Context, l *config.Lane, cli *client.Client, nodes []provider.Node, pl sriov.Placement, ps *PFStatus) string {
-	ps.Node = pl.Node
-	var agent *provider.Node
-	for i := range nodes {
-		if nodes[i].Name == pl.Node {
-			agent = &nodes[i]
-		}
-	}
-	if agent == nil {
-		ps.State = "agent gone"
-		return fmt.Sprintf("%s: agent %s is gone (container removed); its PF waits in the pinned netns: run 'sriov-lane down --name %s'", pl.PF, pl.Node, l.Name)
-	}
-	w, err := sriov.Locate(ctx, sriov.ContainerTarget{ID: agent.ContainerID, Name: agent.Name, Docker: cli},
-		sriov.PinnedTarget{Path: l.Dir().Pin(pl.Node), Name: pl.Node}, pl.PF.MAC)
-	if err != nil {
-		ps.State = "unknown"
-		return fmt.Sprintf("%s: cannot tell where it is: %v", pl.PF, err)
-	}
-	ps.NameInNode, ps.State = w.Name, w.State
-	switch {
-	case w.InAgent:
-		return ""
-	case w.AgentDown:
-		ps.State = "agent not running"
-		return fmt.Sprintf("%s: agent %s is not running; start it (%s start %s), then run 'sriov-lane repair --name %s'", pl.PF, pl.Node, l.EngineCLI(), pl.Node, l.Name)
-	case w.InPin && w.AgentMoved:
-		ps.State = "in old netns"
-		return fmt.Sprintf("%s: agent %s restarted into a new network namespace and its PF stayed in the old (pinned) one: run 'sriov-lane repair --name %s'", pl.PF, pl.Node, l.Name)
-	default:
-		ps.State = "missing"
-		// After a host reboot the pin is gone and the PF is back in the
-		// host's netns, where repair's undo finds it and moves it in again.
-		return fmt.Sprintf("%s: not in agent %s nor in its pinned netns (after a host reboot it is back in the host's): run 'sriov-lane repair --name %s', or down (it finds PFs wherever they went)", pl.PF, pl.Node, l.Name)
-	}
-}
-
-// connectKube connects to the lane's cluster: nil when the lane has no
-// kubeconfig (up did not get that far) or it is unusable.
-func connectKube(l *config.Lane) *kube.Clients {
+// connectKube connects to the lane's cluster: nil and no error when the
+// lane has no kubeconfig (up did not get that far).
+func connectKube(l *config.Lane) (*kube.Clients, error) {
 	kc := l.KubeconfigPath()
-	if _, err := os.Stat(kc); err != nil {
-		return nil
+	if _, err := os.Stat(kc); errors.Is(err, os.ErrNotExist) {
+		return nil, nil
 	}
-	c, err := kube.Connect(kc)
-	if err != nil {
-		return nil
-	}
-	return c
+	return kube.Connect(kc)
 }
 
 // vfProblem says how the VFs of the PF at pci differ from what up made

@@ -25,6 +25,8 @@
 //   - reset.go:      Reset: pkg/reset's deletes, then repair, then up's wait
 //   - check.go:      check's host preflight, also up's first step
 //   - pfs.go:        the PF discovery check shows, as up's lease sees it
+//   - health.go:     the one reading of a lane's health: where each PF is
+//     and how its VFs differ from what up made, for status and repair
 //   - describe.go:   status
 //   - images.go:     every image a lane pulls (plan --images, load)
 //   - export.go:     export logs

@@ -62,13 +62,18 @@ func ExportLogs(ctx context.Context, l *config.Lane, engines *provider.Engines, 
 	}
 	note("registry logs", containerLogs(ctx, cli, provider.RegistryName(l.ClusterName()), filepath.Join(out, "registry.log")))
 
-	if entries, err := journal.Read(l.Dir().Journal()); err == nil {
+	if entries, err := journal.Read(l.Dir().Journal()); err != nil {
+		note("reading the journal for the sysfs state", err)
+	} else {
 		note("sysfs state", sysfsState(sriov.Sysfs{Root: l.SysfsRoot}, sriov.Placements(entries), filepath.Join(out, "sriov-sysfs.txt")))
 	}
-	if kc := connectKube(l); kc != nil {
-		note("cluster", clusterState(ctx, kc.Typed, out))
-	} else {
+	switch kc, err := connectKube(l); {
+	case err != nil:
+		note("cluster", err)
+	case kc == nil:
 		problems = append(problems, "cluster: no kubeconfig for the lane")
+	default:
+		note("cluster", clusterState(ctx, kc.Typed, out))
 	}
 	if len(problems) > 0 {
 		if err := os.WriteFile(filepath.Join(out, "errors.txt"), []byte(strings.Join(problems, "\n")+"\n"), 0o644); err != nil {

@@ -16,13 +16,16 @@ import (
 // hookEnv is the environment hooks run with: SRIOV_LANE_PFS is where the
 // PFs are, as pkg/sriov reads it from the journal, for post-up and pre-down
 // hooks alike.
-func hookEnv(l *config.Lane, kubeconfig string, placements []sriov.Placement) []string {
-	pfs, _ := json.Marshal(placements)
+func hookEnv(l *config.Lane, kubeconfig string, placements []sriov.Placement) ([]string, error) {
+	pfs, err := json.Marshal(placements)
+	if err != nil {
+		return nil, fmt.Errorf("rendering SRIOV_LANE_PFS: %w", err)
+	}
 	return append(os.Environ(),
 		"KUBECONFIG="+kubeconfig,
 		"SRIOV_LANE_NAME="+l.Name,
 		"SRIOV_LANE_PFS="+string(pfs),
-	)
+	), nil
 }
 
 // HookTimeout bounds each hook: a hung pre-down hook must not keep PFs away
@@ -37,14 +40,17 @@ const hookOutputWait = 10 * time.Second
 
 // runHooks runs each hook as argv (no shell), streaming its output.
 func runHooks(ctx context.Context, c *Session, phase string, hooks [][]string, kubeconfig string) error {
-	placements := c.placements()
+	env, err := hookEnv(c.Lane, kubeconfig, c.placements())
+	if err != nil {
+		return err
+	}
 	for _, h := range hooks {
 		c.Log.V(1).Infof("%s hook: %s", phase, strings.Join(h, " "))
 		hctx, cancel := context.WithTimeout(ctx, HookTimeout)
 		defer cancel()
 		cmd := exec.CommandContext(hctx, h[0], h[1:]...)
 		cmd.WaitDelay = hookOutputWait
-		cmd.Env = hookEnv(c.Lane, kubeconfig, placements)
+		cmd.Env = env
 		cmd.Stdout, cmd.Stderr = c.Out, c.Out
 		if err := cmd.Run(); err != nil {
 			return fmt.Errorf("%s hook %q: %w", phase, strings.Join(h, " "), err)

@@ -2,8 +2,10 @@ package lane
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -100,13 +102,18 @@ var waitVFsStep = Step{Name: waitStep.Name, Run: func(ctx context.Context, c *Se
 }}
 
 // clusterLost says whether l's cluster came back empty: none of the
-// namespaces up's baseline holds is left under its UID (reset.Lost). A
-// lane without a readable baseline cannot tell, and is taken as not lost.
+// namespaces up's baseline holds is left under its UID (reset.Lost).
 // status and repair both ask it.
 func clusterLost(ctx context.Context, l *config.Lane, kc *kube.Clients) (bool, error) {
 	b, err := reset.Load(l.Name, l.Dir())
-	if err != nil {
+	if errors.Is(err, reset.ErrNoBaseline) {
+		// A lane up did not take as far as its baseline, or one an older
+		// sriov-lane brought up: nothing to tell an emptied cluster by,
+		// and repair's checks of PFs and VFs still apply.
 		return false, nil
+	}
+	if err != nil {
+		return false, err
 	}
 	return reset.Lost(ctx, kc, b)
 }
@@ -120,10 +127,22 @@ func clusterLost(ctx context.Context, l *config.Lane, kc *kube.Clients) (bool, e
 // runs before the PFs are put back, as a restart moves the agent into a
 // new netns. A cluster repair cannot read yet is left to the steps after.
 func restartStaleAgents(ctx context.Context, c *Session) error {
-	if c.connect() != nil {
+	if _, err := os.Stat(c.Lane.KubeconfigPath()); errors.Is(err, os.ErrNotExist) {
+		// Up never got as far as the cluster: no agent registered anywhere.
 		return nil
 	}
-	if lost, err := clusterLost(ctx, c.Lane, c.Kube); err != nil || !lost {
+	if err := c.connect(); err != nil {
+		return fmt.Errorf("lane %s: %w", c.Lane.Name, err)
+	}
+	lost, err := clusterLost(ctx, c.Lane, c.Kube)
+	if err != nil {
+		// An API server that does not answer yet (its node is starting) is
+		// not a reason to leave the PFs out: they are put back first, and
+		// the cluster check after them reports what the API says then.
+		c.Log.V(1).Infof("not looking for agents to restart: %v", err)
+		return nil
+	}
+	if !lost {
 		return nil
 	}
 	agents, err := c.Provider.AgentsStartedBeforeServerStopped(ctx, c.Lane.ClusterName())
@@ -246,57 +265,44 @@ type brokenAgent struct {
 }
 
 // brokenAgents finds the agents whose PFs are not in their current netns,
-// or whose VFs are not as configured. An agent that is not running, or
-// gone, cannot be repaired: the error says what to do.
+// or whose VFs are not as configured (readHealth). An agent that is not
+// running, or gone, cannot be repaired: the error says what to do.
 func brokenAgents(ctx context.Context, c *Session) ([]brokenAgent, error) {
 	l := c.Lane
 	agents, err := c.Provider.Agents(ctx, l.ClusterName())
 	if err != nil {
 		return nil, err
 	}
-	byName := map[string]provider.Node{}
-	for _, a := range agents {
-		byName[a.Name] = a
-	}
-	var order []string
-	pfs := map[string][]sriov.PF{}
-	for _, p := range sriov.Placements(c.Journal.Entries()) {
-		if _, seen := pfs[p.Node]; !seen {
-			order = append(order, p.Node)
-		}
-		pfs[p.Node] = append(pfs[p.Node], p.PF)
-	}
-	if len(order) == 0 {
+	placements := c.placements()
+	if len(placements) == 0 {
 		return nil, fmt.Errorf("lane %s has no PFs in agents (up did not get that far): run 'sriov-lane down --name %s'", l.Name, l.Name)
 	}
-	var out []brokenAgent
-	sys := sriov.Sysfs{Root: l.SysfsRoot}
-	for _, name := range order {
-		a, ok := byName[name]
-		if !ok {
-			return nil, fmt.Errorf("agent %s is gone (container removed): a lane cannot get it back; run 'sriov-lane down --name %s', then up", name, l.Name)
+	var order []string
+	byAgent := map[string][]pfHealth{}
+	for _, h := range readHealth(ctx, l, c.Docker, agents, placements) {
+		if h.Problem != "" && !h.Repairable {
+			return nil, errors.New(h.String())
 		}
-		container := sriov.ContainerTarget{ID: a.ContainerID, Name: a.Name, Docker: c.Docker}
-		pin := sriov.PinnedTarget{Path: l.Dir().Pin(name), Name: name}
-		for _, pf := range pfs[name] {
-			w, err := sriov.Locate(ctx, container, pin, pf.MAC)
-			if err != nil {
-				return nil, fmt.Errorf("locating %s: %w", pf, err)
+		if _, seen := byAgent[h.Node]; !seen {
+			order = append(order, h.Node)
+		}
+		byAgent[h.Node] = append(byAgent[h.Node], h)
+	}
+	var out []brokenAgent
+	for _, name := range order {
+		var b brokenAgent
+		broken := false
+		for _, h := range byAgent[name] {
+			b.agent = *h.Agent
+			b.pfs = append(b.pfs, h.PF)
+			if h.Problem != "" {
+				c.Log.V(1).Info(h.Problem)
+				broken = true
 			}
-			if w.AgentDown {
-				return nil, fmt.Errorf("agent %s is not running: start it (%s start %s), then run repair again", name, l.EngineCLI(), name)
-			}
-			if !w.InAgent {
-				out = append(out, brokenAgent{agent: a, pfs: pfs[name]})
-				break
-			}
-			// In place, but with VFs a job removed or rebound: the same redo
-			// of the agent's share puts them back as up made them.
-			if problem := vfProblem(l, sys, pf.PCI); problem != "" {
-				c.Log.V(1).Infof("%s in %s: %s", pf, name, problem)
-				out = append(out, brokenAgent{agent: a, pfs: pfs[name]})
-				break
-			}
+		}
+		// The whole of the agent's share is redone, the PFs in place too.
+		if broken {
+			out = append(out, b)
 		}
 	}
 	return out, nil
