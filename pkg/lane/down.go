@@ -76,11 +76,19 @@ func Down(ctx context.Context, l *config.Lane, opts DownOptions) (DownReport, er
 		return rep, err
 	}
 	defer closeLane()
-	_, err = c.run(ctx, stop, preDownHooksStep, stopAgentsStep, Step{Name: "return PFs and delete lane", Run: func(ctx context.Context, c *Session) error {
-		return returnAll(ctx, c, opts.Force, &rep)
+	return c.down(ctx, opts.Force)
+}
+
+// down runs down's steps on an opened lane: its pre-down hooks, the agents
+// stopped, then the whole journal undone, newest first. force keeps going
+// past a failed undo.
+func (c *Session) down(ctx context.Context, force bool) (DownReport, error) {
+	var rep DownReport
+	_, err := c.run(ctx, stop, preDownHooksStep, stopAgentsStep, Step{Name: "return PFs and delete lane", Run: func(ctx context.Context, c *Session) error {
+		return returnAll(ctx, c, force, &rep)
 	}})
 	if err != nil {
-		return rep, fmt.Errorf("lane %s: %w\nthe journal %s keeps what is left: fix the cause and run down again (--force to continue past failures)", l.Name, err, c.Journal.Path())
+		return rep, fmt.Errorf("lane %s: %w\nthe journal %s keeps what is left: fix the cause and run down again (--force to continue past failures)", c.Lane.Name, err, c.Journal.Path())
 	}
 	c.finish()
 	return rep, nil

@@ -1,6 +1,7 @@
 package lane
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -25,7 +26,7 @@ type Session struct {
 	Journal  *journal.Journal
 	Log      *log.Printer
 	Docker   *client.Client
-	Provider *provider.Provider
+	Provider Cluster
 	SRIOV    *sriov.Session
 	// engines are the command run's clients of the container engines; Docker
 	// is the one of the lane's.
@@ -51,6 +52,28 @@ type Session struct {
 	Kube    *kube.Clients
 	objects []*unstructured.Unstructured
 }
+
+// Cluster is what the lane's commands ask of the cluster's provider:
+// pkg/provider's, on the k3d library, or a test's fake.
+type Cluster interface {
+	// RefuseExisting fails with provider.ErrExists when a cluster or
+	// registry of the name is there already.
+	RefuseExisting(ctx context.Context, cluster string, registry bool) error
+	Create(ctx context.Context, l *config.Lane, opts provider.CreateOptions) error
+	WriteKubeconfig(ctx context.Context, cluster, dest string) error
+	CopyKubectl(ctx context.Context, cluster, dest string) error
+	Nodes(ctx context.Context, cluster string) ([]provider.Node, error)
+	Agents(ctx context.Context, cluster string) ([]provider.Node, error)
+	// PrepareAll and Prepare make the nodes what the lane needs (their /
+	// shared); a restarted container has lost it.
+	PrepareAll(ctx context.Context, cluster string) error
+	Prepare(ctx context.Context, n provider.Node) error
+	StopAgents(ctx context.Context, cluster string) error
+	RestartAgent(ctx context.Context, a provider.Node) error
+	AgentsStartedBeforeServerStopped(ctx context.Context, cluster string) ([]provider.Node, error)
+}
+
+var _ Cluster = (*provider.Provider)(nil)
 
 // startSRIOV opens the lane's use of pkg/sriov: its changes go into the
 // session's journal, its notes to the progress printer.
