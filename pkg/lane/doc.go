@@ -5,8 +5,10 @@
 // its own lives there.
 //
 // Where things live (TestDocFileMap keeps this list true):
-//   - session.go:    Session, one command's hold on a lane; openLane, the
-//     lock down, repair and reset start from
+//   - session.go:    Session, one command's hold on a lane, and what its
+//     steps are given: Cluster (the provider), NICs (pkg/sriov), the
+//     journal, the logger; openLane, the lock down, repair and reset start
+//     from
 //   - runner.go:     Step, and the one runner of every command's steps: the
 //     progress lines, the context checks, and up's undo on failure or Ctrl-C
 //   - up.go:         Up, the order of its steps (UpSteps)

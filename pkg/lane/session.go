@@ -27,7 +27,7 @@ type Session struct {
 	Log      *log.Printer
 	Docker   *client.Client
 	Provider Cluster
-	SRIOV    *sriov.Session
+	SRIOV    NICs
 	// engines are the command run's clients of the container engines; Docker
 	// is the one of the lane's.
 	engines *provider.Engines
@@ -49,7 +49,10 @@ type Session struct {
 	Kubeconfig string
 	// Kube are the run's clients of the lane's cluster, made once its
 	// kubeconfig is written (up) or from it (reset): connect.
-	Kube    *kube.Clients
+	Kube *kube.Clients
+	// kubeFor makes them from a kubeconfig: kube.Connect, or a test's
+	// fake clients.
+	kubeFor func(kubeconfig string) (*kube.Clients, error)
 	objects []*unstructured.Unstructured
 }
 
@@ -75,11 +78,37 @@ type Cluster interface {
 
 var _ Cluster = (*provider.Provider)(nil)
 
+// NICs is what the lane's commands do to SR-IOV NICs, each change
+// journalled in the lane's journal: pkg/sriov's, or a test's fake.
+type NICs interface {
+	// Discover lists this host's PFs.
+	Discover() ([]sriov.PF, error)
+	// Lease takes req.Count of req.Candidates for the lane, host-wide.
+	Lease(ctx context.Context, req sriov.Request) ([]sriov.PF, error)
+	PinNetns(ctx context.Context, c sriov.ContainerTarget, path string) (sriov.PinnedTarget, error)
+	MovePF(ctx context.Context, pf sriov.PF, t sriov.NetnsTarget) (string, error)
+	ConfigureVFs(ctx context.Context, pf sriov.PF, opts sriov.VFOptions) ([]sriov.VF, error)
+}
+
+// hostNICs are this host's NICs, through pkg/sriov.
+type hostNICs struct {
+	*sriov.Session
+	leaser *sriov.Leaser
+}
+
+func (h hostNICs) Discover() ([]sriov.PF, error) { return sriov.Discover(h.Sysfs) }
+
+func (h hostNICs) Lease(ctx context.Context, req sriov.Request) ([]sriov.PF, error) {
+	return h.leaser.Allocate(ctx, h.Session, req)
+}
+
 // startSRIOV opens the lane's use of pkg/sriov: its changes go into the
 // session's journal, its notes to the progress printer.
 func (c *Session) startSRIOV() {
-	c.SRIOV = &sriov.Session{Journal: c.Journal, Sysfs: sriov.Sysfs{Root: c.Lane.SysfsRoot}, Docker: c.Docker,
-		Log: c.Log}
+	c.SRIOV = hostNICs{
+		Session: &sriov.Session{Journal: c.Journal, Sysfs: sriov.Sysfs{Root: c.Lane.SysfsRoot}, Docker: c.Docker, Log: c.Log},
+		leaser:  sriov.NewLeaser(c.Lane.StateDir),
+	}
 }
 
 // finish removes the lane's journal and directory once nothing is pending.
@@ -117,7 +146,8 @@ func openLane(l *config.Lane, engines *provider.Engines, out io.Writer, verbose,
 		return nil, nil, err
 	}
 	p := provider.NewWithClient(cli)
-	c := &Session{Lane: l, Journal: j, Log: log.NewPrinter(out, verbose), Docker: cli, Provider: p, engines: engines, undoers: undoers(l, cli, p, force), Out: out}
+	c := &Session{Lane: l, Journal: j, Log: log.NewPrinter(out, verbose), Docker: cli, Provider: p, engines: engines,
+		undoers: undoers(l, cli, p, force), kubeFor: kube.Connect, Out: out}
 	return c, func() { j.Close() }, nil
 }
 
@@ -129,7 +159,7 @@ func (c *Session) connect() error {
 		c.Kubeconfig = c.Lane.KubeconfigPath()
 	}
 	var err error
-	c.Kube, err = kube.Connect(c.Kubeconfig)
+	c.Kube, err = c.kubeFor(c.Kubeconfig)
 	return err
 }
 

@@ -78,7 +78,7 @@ func stepPreflight(ctx context.Context, c *Session) error {
 
 func stepLease(ctx context.Context, c *Session) error {
 	l := c.Lane
-	pfs, err := sriov.Discover(c.SRIOV.Sysfs)
+	pfs, err := c.SRIOV.Discover()
 	if err != nil {
 		return err
 	}
@@ -92,7 +92,7 @@ func stepLease(ctx context.Context, c *Session) error {
 		}
 		cands = append(cands, pf)
 	}
-	leased, err := sriov.NewLeaser(l.StateDir).Allocate(ctx, c.SRIOV, sriov.Request{
+	leased, err := c.SRIOV.Lease(ctx, sriov.Request{
 		Lane: l.Name, Count: l.PFsNeeded(), Candidates: cands, Selection: selection(l),
 	})
 	if err != nil {

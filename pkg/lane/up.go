@@ -10,6 +10,7 @@ import (
 	"github.com/sriov-lane/sriov-lane/pkg/atomicfile"
 	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/journal"
+	"github.com/sriov-lane/sriov-lane/pkg/kube"
 	"github.com/sriov-lane/sriov-lane/pkg/log"
 	"github.com/sriov-lane/sriov-lane/pkg/provider"
 )
@@ -72,7 +73,7 @@ func Up(ctx context.Context, l *config.Lane, opts UpOptions) ([]StepTiming, erro
 func newUpSession(l *config.Lane, opts UpOptions, cli *client.Client, progress *log.Printer) *Session {
 	p := provider.NewWithClient(cli)
 	return &Session{
-		Lane: l, Log: progress, Docker: cli, Provider: p, engines: opts.Engines, undoers: undoers(l, cli, p, false),
+		Lane: l, Log: progress, Docker: cli, Provider: p, engines: opts.Engines, undoers: undoers(l, cli, p, false), kubeFor: kube.Connect,
 		Out: opts.Out, KubevirtciDir: opts.KubevirtciDir, Retain: opts.Retain,
 	}
 }
