@@ -246,12 +246,17 @@ func repairAgents(ctx context.Context, c *Session) ([]string, error) {
 		}}
 		// Up's own steps, narrowed to this agent and its PFs. A restarted
 		// container has lost what preparing it did (its / shared).
+		agent := []provider.Node{b.agent}
 		prepare := Step{Name: "prepare " + b.agent.Name, Run: func(ctx context.Context, c *Session) error {
-			c.Agents, c.Leased = []provider.Node{b.agent}, b.pfs
 			return c.Provider.Prepare(ctx, b.agent)
 		}}
-		move := Step{Name: "move PFs into " + b.agent.Name, Run: movePFsStep.Run}
-		if _, err := c.run(ctx, stopNamed, takeBack, prepare, move, vfsStep); err != nil {
+		move := Step{Name: "move PFs into " + b.agent.Name, Run: func(ctx context.Context, c *Session) error {
+			return movePFs(ctx, c, agent, b.pfs)
+		}}
+		vfs := Step{Name: vfsStep.Name, Run: func(ctx context.Context, c *Session) error {
+			return configureVFs(ctx, c, agent)
+		}}
+		if _, err := c.run(ctx, stopNamed, takeBack, prepare, move, vfs); err != nil {
 			return repaired, fmt.Errorf("repairing lane %s: %w", c.Lane.Name, err)
 		}
 		repaired = append(repaired, b.agent.Name)

@@ -45,7 +45,6 @@ type Session struct {
 	// Filled in by the steps.
 	Leased     []sriov.PF
 	Agents     []provider.Node
-	Pins       map[string]sriov.PinnedTarget // by agent name
 	Kubeconfig string
 	// Kube are the run's clients of the lane's cluster, made once its
 	// kubeconfig is written (up) or from it (reset): connect.

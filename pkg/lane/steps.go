@@ -25,9 +25,10 @@ import (
 )
 
 // Every step of up, in the order UpSteps runs them. Repair runs some of
-// these values again (movePFsStep and vfsStep for one agent; from
-// prepareNodesStep to recordBaselineStep on a cluster that came back
-// empty), and reset runs up's wait, waitStep.
+// these values again (from prepareNodesStep to recordBaselineStep on a
+// cluster that came back empty) and what two of them do (movePFs and
+// configureVFs) for the one agent it repairs; reset runs up's wait,
+// waitStep.
 var (
 	preflightStep        = Step{Name: "preflight", Run: stepPreflight}
 	leaseStep            = Step{Name: "lease PFs", Run: stepLease}
@@ -197,20 +198,22 @@ func stepPrepareNodes(ctx context.Context, c *Session) error {
 	return c.Provider.PrepareAll(ctx, c.Lane.ClusterName())
 }
 
-// stepMovePFs is where PFs leave the host: each agent's netns is pinned
-// (pkg/sriov/pin.go), then gets its slice of the leased PFs, moved into
-// that pinned netns (pkg/sriov/move.go), which outlives the container.
-func stepMovePFs(ctx context.Context, c *Session) error {
+// stepMovePFs is where PFs leave the host: every agent up made gets its
+// slice of the leased PFs.
+func stepMovePFs(ctx context.Context, c *Session) error { return movePFs(ctx, c, c.Agents, c.Leased) }
+
+// movePFs pins each agent's netns (pkg/sriov/pin.go), then moves its slice
+// of pfs, pfsPerNode of them in order, into that pinned netns
+// (pkg/sriov/move.go), which outlives the container.
+func movePFs(ctx context.Context, c *Session, agents []provider.Node, pfs []sriov.PF) error {
 	k := c.Lane.PFsPerNode
-	c.Pins = map[string]sriov.PinnedTarget{}
-	for i, agent := range c.Agents {
+	for i, agent := range agents {
 		container := sriov.ContainerTarget{ID: agent.ContainerID, Name: agent.Name, Docker: c.Docker}
 		target, err := c.SRIOV.PinNetns(ctx, container, c.Lane.Dir().Pin(agent.Name))
 		if err != nil {
 			return err
 		}
-		c.Pins[agent.Name] = target
-		for _, pf := range c.Leased[i*k : (i+1)*k] {
+		for _, pf := range pfs[i*k : (i+1)*k] {
 			name, err := c.SRIOV.MovePF(ctx, pf, target)
 			if err != nil {
 				return err // names the PF and the agent
@@ -221,16 +224,23 @@ func stepMovePFs(ctx context.Context, c *Session) error {
 	return nil
 }
 
-// stepVFs creates and binds the VFs of the PFs placed in this run's agents
-// (all of them in up, the one being repaired in repair).
-func stepVFs(ctx context.Context, c *Session) error {
+// stepVFs creates and binds the VFs of the PFs placed in up's agents.
+func stepVFs(ctx context.Context, c *Session) error { return configureVFs(ctx, c, c.Agents) }
+
+// configureVFs creates and binds the VFs of the PFs the journal places in
+// agents, each in its agent's pinned netns.
+func configureVFs(ctx context.Context, c *Session, agents []provider.Node) error {
+	ours := map[string]bool{}
+	for _, a := range agents {
+		ours[a.Name] = true
+	}
 	for _, p := range c.placements() {
-		if _, ours := c.Pins[p.Node]; !ours {
+		if !ours[p.Node] {
 			continue
 		}
 		// VF netdevs (netdevice mode) join their PF in the pinned netns.
 		vfs, err := c.SRIOV.ConfigureVFs(ctx, p.PF, sriov.VFOptions{
-			Count: c.Lane.VFsPerPF, Mode: c.Lane.VFDriver, Target: c.Pins[p.Node],
+			Count: c.Lane.VFsPerPF, Mode: c.Lane.VFDriver, Target: sriov.PinnedTarget{Path: c.Lane.Dir().Pin(p.Node), Name: p.Node},
 		})
 		if err != nil {
 			return err // names the PF
