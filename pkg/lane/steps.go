@@ -132,7 +132,7 @@ func stepCreateCluster(ctx context.Context, c *Session) error {
 		}
 		entries = append(entries, e)
 	}
-	err := c.Provider.Create(ctx, c.Lane, createOptions(c))
+	err := c.Provider.Create(ctx, c.Lane, provider.CreateOptions{Log: c.Log})
 	if errors.Is(err, provider.ErrExists) {
 		// Not ours: the undo must never delete someone else's cluster.
 		for _, e := range entries {
@@ -142,13 +142,18 @@ func stepCreateCluster(ctx context.Context, c *Session) error {
 		}
 		return notOurs(err)
 	}
+	// Done once the create has returned, failed or not: what it made
+	// stands, and the journal's undo (the one owner of cleaning up after a
+	// create, also with --retain) deletes it at once. Only an intent alone,
+	// a create killed in flight, needs the undo's watch for what Docker was
+	// still making.
+	for _, e := range entries {
+		if derr := c.Journal.Done(e); derr != nil {
+			return errors.Join(err, derr)
+		}
+	}
 	if err != nil {
 		return err
-	}
-	for _, e := range entries {
-		if err := c.Journal.Done(e); err != nil {
-			return err
-		}
 	}
 	c.Kubeconfig = c.Lane.KubeconfigPath()
 	if err := writeOutsideFile(c, c.Kubeconfig, func(p string) error {
@@ -174,16 +179,6 @@ func notOurs(err error) error {
 		return fmt.Errorf("%w: pick another --name, or remove it if it is a leftover", err)
 	}
 	return err
-}
-
-// createOptions are the provider's options for the lane's cluster. --retain
-// must reach the provider as well: it removes what a failed k3d create made
-// unless told to keep it, before the step's own rollback is even asked.
-func createOptions(c *Session) provider.CreateOptions {
-	return provider.CreateOptions{
-		Log:    c.Log,
-		Retain: c.Retain,
-	}
 }
 
 func stepPrepareNodes(ctx context.Context, c *Session) error {

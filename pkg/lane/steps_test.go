@@ -1,7 +1,6 @@
 package lane
 
 import (
-	"bytes"
 	"context"
 	"slices"
 	"strings"
@@ -13,32 +12,8 @@ import (
 
 	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/kube"
-	"github.com/sriov-lane/sriov-lane/pkg/log"
 	"github.com/sriov-lane/sriov-lane/pkg/provider"
 )
-
-// up --retain must reach the provider, which otherwise removes what a failed
-// k3d create made before anyone can look at it; and the provider's notes
-// about the host are shown without -v.
-func TestUpOptionsReachTheClusterCreate(t *testing.T) {
-	for _, retain := range []bool{true, false} {
-		var out bytes.Buffer
-		c := newUpSession(config.Default(), UpOptions{Out: &out, Retain: retain}, nil, log.NewPrinter(&out, false))
-		o := createOptions(c)
-		if o.Retain != retain {
-			t.Errorf("UpOptions.Retain %v reaches CreateOptions.Retain as %v", retain, o.Retain)
-		}
-		if o.Log == nil {
-			t.Fatalf("create options lack Log: %+v", o)
-		}
-		// What provider.Create does with a host note and a node's progress.
-		o.Log.Warn("host uses cgroup v1: passing kubelet fail-cgroupv1=false to every node")
-		o.Log.V(1).Infof("%s: %s", "k3d-sriov-agent-0", "running")
-		if got := out.String(); !strings.Contains(got, "fail-cgroupv1=false") || strings.Contains(got, "running") {
-			t.Errorf("without -v the note must show and progress detail must not:\n%s", got)
-		}
-	}
-}
 
 func TestCNIOptionsFromLane(t *testing.T) {
 	l := config.Default()

@@ -51,6 +51,8 @@ type upHost struct {
 	failAt string
 	moves  int
 	vfs    int
+	// onCreate, when set, is what Create does with its options first.
+	onCreate func(provider.CreateOptions)
 }
 
 func newUpHost(l *config.Lane, failAt string) *upHost {
@@ -90,7 +92,10 @@ func (h *upHost) journalled(op string, rec any, change func()) error {
 
 func (h *upHost) RefuseExisting(context.Context, string, bool) error { return nil }
 
-func (h *upHost) Create(context.Context, *config.Lane, provider.CreateOptions) error {
+func (h *upHost) Create(_ context.Context, _ *config.Lane, opts provider.CreateOptions) error {
+	if h.onCreate != nil {
+		h.onCreate(opts)
+	}
 	// A create that fails half way has made something: the undo removes it.
 	h.cluster = true
 	return h.fail("create")
@@ -203,8 +208,9 @@ func (h *upHost) kubeFor(string) (*kube.Clients, error) {
 	}, nil
 }
 
-// upOnFakes runs up's steps after preflight, as Up does, on h.
-func upOnFakes(t *testing.T, l *config.Lane, h *upHost) (string, error) {
+// upOnFakes runs up's steps after preflight, as Up does, on h; retain is
+// --retain.
+func upOnFakes(t *testing.T, l *config.Lane, h *upHost, retain bool) (string, error) {
 	t.Helper()
 	j, err := journal.Open(l.Dir().Journal())
 	if err != nil {
@@ -213,7 +219,7 @@ func upOnFakes(t *testing.T, l *config.Lane, h *upHost) (string, error) {
 	t.Cleanup(func() { j.Close() })
 	h.j = j
 	var out bytes.Buffer
-	c := &Session{Lane: l, Journal: j, Log: log.NewPrinter(&out, false), Provider: h, SRIOV: h, undoers: h.undoers(), kubeFor: h.kubeFor, Out: &out}
+	c := &Session{Lane: l, Journal: j, Log: log.NewPrinter(&out, false), Provider: h, SRIOV: h, undoers: h.undoers(), kubeFor: h.kubeFor, Out: &out, Retain: retain}
 	_, err = c.run(context.Background(), undo, UpSteps()[1:]...)
 	return out.String(), err
 }
@@ -246,7 +252,7 @@ func TestUpUndoesAFailureAtEachStep(t *testing.T) {
 				t.Fatal(err)
 			}
 			h := newUpHost(l, tc.failAt)
-			out, err := upOnFakes(t, l, h)
+			out, err := upOnFakes(t, l, h, false)
 			if err == nil || !strings.HasPrefix(err.Error(), tc.step+": ") {
 				t.Fatalf("err = %v, want it to start with the step, %q\n%s", err, tc.step, out)
 			}
@@ -271,5 +277,59 @@ func TestUpUndoesAFailureAtEachStep(t *testing.T) {
 				t.Errorf("the lane directory is left: %v", err)
 			}
 		})
+	}
+}
+
+// --retain: a failed up keeps every change for down to undo, the PF it
+// moved and the cluster the create made included, and the journal
+// holds them all.
+func TestUpRetainKeepsEveryChange(t *testing.T) {
+	l := config.Default()
+	l.StateDir = t.TempDir()
+	h := newUpHost(l, "move")
+	out, err := upOnFakes(t, l, h, true)
+	if err == nil || !strings.Contains(err.Error(), "retained as requested (--retain)") {
+		t.Fatalf("err = %v\n%s", err, out)
+	}
+	if strings.Contains(out, "undo") {
+		t.Errorf("a retained up undid something:\n%s", out)
+	}
+	moved := h.pfs[0].PCI
+	// The second agent's netns is pinned before its PF's move fails.
+	if !h.cluster || h.where[moved] == "host" || len(h.leased) != l.PFsNeeded() || len(h.pins) != l.Agents {
+		t.Errorf("retained: cluster %t, PFs %v, leases %v, pins %v; want the cluster, the first PF in its agent, every lease and pin", h.cluster, h.where, h.leased, h.pins)
+	}
+	entries, err := journal.Read(l.Dir().Journal())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ops []string
+	for _, e := range entries {
+		if !e.Undone {
+			ops = append(ops, e.Op)
+		}
+	}
+	// The kubeconfig is in the lane dir: down removes it with the dir.
+	for _, op := range []string{sriov.OpLease, OpHostSysctls, provider.OpCluster, provider.OpRegistry, sriov.OpPin, sriov.OpMove} {
+		if !slices.Contains(ops, op) {
+			t.Errorf("the journal keeps %v, lacks %s for down", ops, op)
+		}
+	}
+}
+
+// What the provider says while it creates the cluster goes through up's
+// progress: its notes about the host always, each node's progress only
+// with -v.
+func TestCreateReportsThroughTheProgress(t *testing.T) {
+	l := config.Default()
+	l.StateDir = t.TempDir()
+	h := newUpHost(l, "create")
+	h.onCreate = func(opts provider.CreateOptions) {
+		opts.Log.Warn("host uses cgroup v1: passing kubelet fail-cgroupv1=false to every node")
+		opts.Log.V(1).Infof("%s: %s", "k3d-sriov-agent-0", "running")
+	}
+	out, _ := upOnFakes(t, l, h, false)
+	if !strings.Contains(out, "fail-cgroupv1=false") || strings.Contains(out, "running") {
+		t.Errorf("without -v the note must show and progress detail must not:\n%s", out)
 	}
 }

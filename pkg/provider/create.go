@@ -24,14 +24,7 @@ type CreateOptions struct {
 	// node's progress ("<container>: running", "registry: ready") at V(1);
 	// nil discards.
 	Log log.Logger
-	// Retain keeps whatever a failed Create made, for debugging.
-	Retain bool
 }
-
-// createCleanupTimeout bounds removing what a failed Create made: a few
-// containers, a network and volumes, each gone in seconds; a Docker that
-// takes longer is stuck, and the error tells the user to run down.
-const createCleanupTimeout = 2 * time.Minute
 
 // envToolsImage is how k3d learns its tools image: it reads only this
 // environment variable (no API field), so Create sets it for the process.
@@ -56,9 +49,10 @@ var ErrExists = errors.New("already exists")
 
 // Create makes the lane's cluster and registry and waits, within
 // l.WaitTimeout, until every node reports ready and the registry answers.
-// On failure it removes everything it made (containers, network, image
-// volume, registry, machine-id files) unless opts.Retain, and the error
-// names the failing node and quotes the end of its log.
+// On failure it leaves what it made (containers, network, volumes,
+// registry, machine-id files) to the one owner of cleaning up, the undo of
+// the lane's journal entry for the cluster (Undoers), and the error names
+// the failing node and quotes the end of its log.
 func (p *Provider) Create(ctx context.Context, l *config.Lane, opts CreateOptions) (err error) {
 	lg := opts.Log
 	if lg == nil {
@@ -86,23 +80,6 @@ func (p *Provider) Create(ctx context.Context, l *config.Lane, opts CreateOption
 		}
 	}
 	defer sweepK3dTempFiles()()
-
-	defer func() {
-		if err == nil || opts.Retain {
-			return
-		}
-		// The caller's ctx may be what expired: clean up on a fresh one.
-		cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), createCleanupTimeout)
-		defer ccancel()
-		if _, derr := p.delete(cctx, name); derr != nil {
-			err = fmt.Errorf("%w\nremoving what the failed create made also failed (remove it with `sriov-lane down`): %v", err, derr)
-		}
-		for _, dir := range []string{l.Dir().MachineIDs(), l.Dir().NodeHooks()} {
-			if rerr := os.RemoveAll(dir); rerr != nil {
-				err = fmt.Errorf("%w\nremoving %s: %v", err, dir, rerr)
-			}
-		}
-	}()
 
 	if err := writeMachineIDs(l); err != nil {
 		return err

@@ -479,38 +479,61 @@ func createFails(t *testing.T, p *Provider, l *config.Lane, opts CreateOptions, 
 	return err.Error()
 }
 
-func TestRigCreateFailureLeavesNothing(t *testing.T) {
+// undoCreate undoes the create of l's cluster as the lane's journal does
+// once the create has returned (its entries done), and returns the
+// undo's error.
+func undoCreate(t *testing.T, p *Provider, l *config.Lane) error {
+	t.Helper()
+	j, err := journal.Open(filepath.Join(t.TempDir(), "journal.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	ops := []string{OpCluster}
+	if l.RegistryEnabled() {
+		ops = append(ops, OpRegistry)
+	}
+	for _, op := range ops {
+		e, err := j.Begin(op, ClusterRecord{Name: l.ClusterName()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := j.Done(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), bound.Scaled(2*time.Minute))
+	defer cancel()
+	return journal.Reverse(ctx, j, Undoers(p), journal.ReverseOptions{})
+}
+
+// A failed create leaves what it made (network, image volume, machine-ids)
+// to the one owner of cleaning up after it, the lane journal's undo (which
+// --retain holds back for debugging), and that undo leaves nothing.
+func TestRigCreateFailureLeftToTheJournal(t *testing.T) {
 	p, cli, name, l := missingImageLane(t)
 	ctx := context.Background()
 	msg := createFails(t, p, l, CreateOptions{}, "a missing image")
 	if !strings.Contains(msg, NodeName(name, RoleServer, 0)) {
 		t.Errorf("error does not name the failing node %s", NodeName(name, RoleServer, 0))
 	}
-	if left := leftovers(ctx, t, cli, name); len(left) > 0 {
-		t.Errorf("failed create left %v", left)
-	}
-	if _, err := os.Stat(l.Dir().MachineIDs()); !os.IsNotExist(err) {
-		t.Errorf("machine-id files left: %v", err)
-	}
-}
-
-// With Retain a failed create keeps what it made (network, image volume,
-// machine-ids) for debugging; `down` removes it later.
-func TestRigCreateFailureRetained(t *testing.T) {
-	p, cli, name, l := missingImageLane(t)
-	ctx := context.Background()
-	createFails(t, p, l, CreateOptions{Retain: true}, "a missing image")
 	left := leftovers(ctx, t, cli, name)
 	if !slices.ContainsFunc(left, func(o string) bool { return strings.HasPrefix(o, "network "+NetworkName(name)+" ") }) {
-		t.Errorf("retained create left %v, want at least its network %s", left, NetworkName(name))
+		t.Errorf("failed create left %v, want at least its network %s", left, NetworkName(name))
 	}
 	if _, err := os.Stat(l.Dir().MachineIDs()); err != nil {
-		t.Errorf("retained create removed its machine-id files: %v", err)
+		t.Errorf("failed create removed its machine-id files: %v", err)
+	}
+	if err := undoCreate(t, p, l); err != nil {
+		t.Fatalf("undo of the failed create: %v", err)
+	}
+	if left := leftovers(ctx, t, cli, name); len(left) > 0 {
+		t.Errorf("the undo of a failed create left %v", left)
 	}
 }
 
 // A node that starts but never gets ready: the error must name it and
-// quote its log, and nothing may be left.
+// quote its log, and its undo must leave nothing.
 func TestRigCreateNodeNeverReady(t *testing.T) {
 	p, cli := rig(t)
 	slot := testutil.TakeSlot(t)
@@ -530,8 +553,11 @@ func TestRigCreateNodeNeverReady(t *testing.T) {
 	if !strings.Contains(msg, fmt.Sprintf("last %d log lines:", logTailLines)) {
 		t.Errorf("error carries no log section for the node")
 	}
+	if err := undoCreate(t, p, l); err != nil {
+		t.Fatalf("undo of the failed create: %v", err)
+	}
 	if left := leftovers(ctx, t, cli, name); len(left) > 0 {
-		t.Errorf("failed create left %v", left)
+		t.Errorf("the undo of a failed create left %v", left)
 	}
 }
 
