@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/sriov-lane/sriov-lane/pkg/atomicfile"
 )
 
 // OpFile journals one file written outside the lane's state dir; its undo
@@ -35,7 +37,7 @@ func writeOutsideFile(c *Session, path string, write func(string) error) error {
 		return err
 	}
 	if rec.Backup != "" {
-		if err := copyFile(abs, rec.Backup); err != nil {
+		if err := copyKeepingMode(abs, rec.Backup); err != nil {
 			return fmt.Errorf("backing up %s before replacing it: %w", abs, err)
 		}
 	}
@@ -43,4 +45,18 @@ func writeOutsideFile(c *Session, path string, write func(string) error) error {
 		return err
 	}
 	return c.Journal.Done(e)
+}
+
+// copyKeepingMode copies src to dst atomically with src's permissions: a
+// user's kubeconfig holds credentials, and goes back as it was.
+func copyKeepingMode(src, dst string) error {
+	fi, err := os.Stat(src)
+	if err != nil {
+		return err
+	}
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return atomicfile.Write(dst, b, fi.Mode().Perm())
 }

@@ -2,6 +2,7 @@ package lane
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 
@@ -30,19 +31,21 @@ func laneUndoers() journal.Undoers {
 // it made.
 func undoFile(_ context.Context, r fileRecord) (string, error) {
 	if r.Backup != "" {
-		if _, err := os.Stat(r.Backup); err == nil {
-			b, err := os.ReadFile(r.Backup)
-			if err != nil {
-				return "", err
-			}
-			if err := os.WriteFile(r.Path, b, 0o600); err != nil {
-				return "", fmt.Errorf("restoring %s: %w", r.Path, err)
-			}
-			os.Remove(r.Backup)
-			return "restored " + r.Path, nil
+		_, err := os.Stat(r.Backup)
+		if errors.Is(err, os.ErrNotExist) {
+			// Backup never made: the file was never replaced.
+			return "", nil
 		}
-		// Backup never made: the file was never replaced.
-		return "", nil
+		if err != nil {
+			return "", err
+		}
+		if err := copyKeepingMode(r.Backup, r.Path); err != nil {
+			return "", fmt.Errorf("restoring %s: %w", r.Path, err)
+		}
+		if err := os.Remove(r.Backup); err != nil {
+			return "", fmt.Errorf("restored %s, but removing its backup: %w", r.Path, err)
+		}
+		return "restored " + r.Path, nil
 	}
 	if err := os.Remove(r.Path); err != nil && !os.IsNotExist(err) {
 		return "", fmt.Errorf("removing %s: %w", r.Path, err)
