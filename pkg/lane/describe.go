@@ -151,7 +151,7 @@ func Describe(ctx context.Context, l *config.Lane, engines *provider.Engines) (*
 		st.Notes = append(st.Notes, "reading leases: "+err.Error())
 	}
 	sys := sriov.Sysfs{Root: l.SysfsRoot}
-	for _, h := range readHealth(ctx, l, cli, nodes, sriov.Placements(entries)) {
+	for _, h := range readHealth(ctx, l, cli, sriov.Locate, nodes, sriov.Placements(entries)) {
 		ps := PFStatus{Name: h.PF.Name, PCI: h.PF.PCI, Node: h.Node, NameInNode: h.NameInNode, State: h.State}
 		if ls, ok := leases[h.PF.PCI]; ok {
 			ps.LeasedBy = ls.Lane

@@ -37,10 +37,14 @@ func (h pfHealth) String() string {
 	return h.Problem + ": " + h.Do
 }
 
+// locator finds a PF by its MAC from its agent's point of view
+// (sriov.Locate).
+type locator func(ctx context.Context, agent sriov.ContainerTarget, pin sriov.PinnedTarget, mac string) (sriov.Where, error)
+
 // readHealth reads where each of the lane's PFs (placements, from the
 // journal) is now, among the cluster's nodes as the engine lists them, and
 // how their VFs differ from what up made.
-func readHealth(ctx context.Context, l *config.Lane, cli *client.Client, nodes []provider.Node, placements []sriov.Placement) []pfHealth {
+func readHealth(ctx context.Context, l *config.Lane, cli *client.Client, locate locator, nodes []provider.Node, placements []sriov.Placement) []pfHealth {
 	byName := map[string]*provider.Node{}
 	for i := range nodes {
 		byName[nodes[i].Name] = &nodes[i]
@@ -50,19 +54,19 @@ func readHealth(ctx context.Context, l *config.Lane, cli *client.Client, nodes [
 	var out []pfHealth
 	for _, pl := range placements {
 		h := pfHealth{Placement: pl, Agent: byName[pl.Node]}
-		out = append(out, h.read(ctx, l, cli, sys, repair))
+		out = append(out, h.read(ctx, l, cli, locate, sys, repair))
 	}
 	return out
 }
 
-func (h pfHealth) read(ctx context.Context, l *config.Lane, cli *client.Client, sys sriov.Sysfs, repair string) pfHealth {
+func (h pfHealth) read(ctx context.Context, l *config.Lane, cli *client.Client, locate locator, sys sriov.Sysfs, repair string) pfHealth {
 	if h.Agent == nil {
 		h.State = "agent gone"
 		h.Problem = fmt.Sprintf("%s: agent %s is gone (container removed); its PF waits in the pinned netns, and a lane cannot get the agent back", h.PF, h.Node)
 		h.Do = fmt.Sprintf("run 'sriov-lane down --name %s', then up", l.Name)
 		return h
 	}
-	w, err := sriov.Locate(ctx, sriov.ContainerTarget{ID: h.Agent.ContainerID, Name: h.Agent.Name, Docker: cli},
+	w, err := locate(ctx, sriov.ContainerTarget{ID: h.Agent.ContainerID, Name: h.Agent.Name, Docker: cli},
 		sriov.PinnedTarget{Path: l.Dir().Pin(h.Node), Name: h.Node}, h.PF.MAC)
 	if err != nil {
 		h.State = "unknown"

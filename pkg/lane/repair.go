@@ -224,7 +224,6 @@ func restartDevicePluginsStep(c *Session, agents []string) Step {
 // returns the agents it repaired; the wait for their VFs is the caller's
 // (waitVFs). c is an opened lane (openLane).
 func repairAgents(ctx context.Context, c *Session) ([]string, error) {
-	c.startSRIOV()
 	var broken []brokenAgent
 	if _, err := c.run(ctx, stop, Step{Name: "check PFs and VFs", Run: func(ctx context.Context, c *Session) (err error) {
 		broken, err = brokenAgents(ctx, c)
@@ -284,7 +283,7 @@ func brokenAgents(ctx context.Context, c *Session) ([]brokenAgent, error) {
 	}
 	var order []string
 	byAgent := map[string][]pfHealth{}
-	for _, h := range readHealth(ctx, l, c.Docker, agents, placements) {
+	for _, h := range readHealth(ctx, l, c.Docker, c.SRIOV.Locate, agents, placements) {
 		if h.Problem != "" && !h.Repairable {
 			return nil, errors.New(h.String())
 		}

@@ -87,6 +87,8 @@ type NICs interface {
 	PinNetns(ctx context.Context, c sriov.ContainerTarget, path string) (sriov.PinnedTarget, error)
 	MovePF(ctx context.Context, pf sriov.PF, t sriov.NetnsTarget) (string, error)
 	ConfigureVFs(ctx context.Context, pf sriov.PF, opts sriov.VFOptions) ([]sriov.VF, error)
+	// Locate finds a PF by its MAC from its agent's point of view.
+	Locate(ctx context.Context, agent sriov.ContainerTarget, pin sriov.PinnedTarget, mac string) (sriov.Where, error)
 }
 
 // hostNICs are this host's NICs, through pkg/sriov.
@@ -99,6 +101,10 @@ func (h hostNICs) Discover() ([]sriov.PF, error) { return sriov.Discover(h.Sysfs
 
 func (h hostNICs) Lease(ctx context.Context, req sriov.Request) ([]sriov.PF, error) {
 	return h.leaser.Allocate(ctx, h.Session, req)
+}
+
+func (hostNICs) Locate(ctx context.Context, agent sriov.ContainerTarget, pin sriov.PinnedTarget, mac string) (sriov.Where, error) {
+	return sriov.Locate(ctx, agent, pin, mac)
 }
 
 // startSRIOV opens the lane's use of pkg/sriov: its changes go into the
@@ -147,6 +153,7 @@ func openLane(l *config.Lane, engines *provider.Engines, out io.Writer, verbose,
 	p := provider.NewWithClient(cli)
 	c := &Session{Lane: l, Journal: j, Log: log.NewPrinter(out, verbose), Docker: cli, Provider: p, engines: engines,
 		undoers: undoers(l, cli, p, force), kubeFor: kube.Connect, Out: out}
+	c.startSRIOV()
 	return c, func() { j.Close() }, nil
 }
 

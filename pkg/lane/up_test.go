@@ -53,6 +53,12 @@ type upHost struct {
 	vfs    int
 	// onCreate, when set, is what Create does with its options first.
 	onCreate func(provider.CreateOptions)
+	// located is, by MAC, where Locate says a PF is; a PF not there is
+	// where the host has it (in its agent unless on the host).
+	located map[string]sriov.Where
+	// events are the changes made and undone since the test last cleared
+	// them, in order.
+	events []string
 }
 
 func newUpHost(l *config.Lane, failAt string) *upHost {
@@ -111,14 +117,29 @@ func (h *upHost) Nodes(context.Context, string) ([]provider.Node, error) {
 }
 func (h *upHost) Agents(context.Context, string) ([]provider.Node, error) { return h.agents, nil }
 func (h *upHost) PrepareAll(context.Context, string) error                { return h.fail("prepare") }
-func (h *upHost) Prepare(context.Context, provider.Node) error            { return errors.New("not up's") }
-func (h *upHost) StopAgents(context.Context, string) error                { return errors.New("not up's") }
-func (h *upHost) RestartAgent(context.Context, provider.Node) error       { return errors.New("not up's") }
+func (h *upHost) Prepare(_ context.Context, n provider.Node) error {
+	h.events = append(h.events, "prepare "+n.Name)
+	return nil
+}
+func (h *upHost) StopAgents(context.Context, string) error          { return errors.New("not up's") }
+func (h *upHost) RestartAgent(context.Context, provider.Node) error { return errors.New("not up's") }
 func (h *upHost) AgentsStartedBeforeServerStopped(context.Context, string) ([]provider.Node, error) {
 	return nil, errors.New("not up's")
 }
 
 // NICs.
+
+func (h *upHost) Locate(_ context.Context, agent sriov.ContainerTarget, _ sriov.PinnedTarget, mac string) (sriov.Where, error) {
+	if w, ok := h.located[mac]; ok {
+		return w, nil
+	}
+	for _, pf := range h.pfs {
+		if pf.MAC == mac && h.where[pf.PCI] == agent.Name {
+			return sriov.Where{InAgent: true, Name: pf.Name, State: "up"}, nil
+		}
+	}
+	return sriov.Where{}, nil
+}
 
 func (h *upHost) Discover() ([]sriov.PF, error) { return h.pfs, nil }
 
@@ -137,7 +158,10 @@ func (h *upHost) Lease(_ context.Context, req sriov.Request) ([]sriov.PF, error)
 
 func (h *upHost) PinNetns(_ context.Context, c sriov.ContainerTarget, path string) (sriov.PinnedTarget, error) {
 	t := sriov.PinnedTarget{Path: path, Name: c.Name}
-	return t, h.journalled(sriov.OpPin, sriov.PinRecord{Path: path, ContainerName: c.Name}, func() { h.pins[path] = true })
+	return t, h.journalled(sriov.OpPin, sriov.PinRecord{Path: path, ContainerName: c.Name}, func() {
+		h.pins[path] = true
+		h.events = append(h.events, "pin "+c.Name)
+	})
 }
 
 func (h *upHost) MovePF(_ context.Context, pf sriov.PF, t sriov.NetnsTarget) (string, error) {
@@ -146,8 +170,11 @@ func (h *upHost) MovePF(_ context.Context, pf sriov.PF, t sriov.NetnsTarget) (st
 			return "", err
 		}
 	}
-	rec := sriov.MoveRecord{Function: "PF", PCI: pf.PCI, MAC: pf.MAC, Name: pf.Name, MovedAs: pf.Name, TargetDesc: t.String(), PF: &pf}
-	return pf.Name, h.journalled(sriov.OpMove, rec, func() { h.where[pf.PCI] = t.String() })
+	rec := sriov.MoveRecord{Function: "PF", PCI: pf.PCI, MAC: pf.MAC, Name: pf.Name, MovedAs: pf.Name, Target: t.Spec(), TargetDesc: t.String(), PF: &pf}
+	return pf.Name, h.journalled(sriov.OpMove, rec, func() {
+		h.where[pf.PCI] = t.String()
+		h.events = append(h.events, "move "+pf.Name+" into "+t.String())
+	})
 }
 
 func (h *upHost) ConfigureVFs(_ context.Context, pf sriov.PF, opts sriov.VFOptions) ([]sriov.VF, error) {
@@ -156,6 +183,7 @@ func (h *upHost) ConfigureVFs(_ context.Context, pf sriov.PF, opts sriov.VFOptio
 		return nil, err
 	}
 	h.numVFs[pf.PCI] = opts.Count
+	h.events = append(h.events, fmt.Sprintf("%d VFs on %s", opts.Count, pf.Name))
 	if h.vfs++; h.vfs == 2 {
 		if err := h.fail("vfs"); err != nil {
 			return nil, err // the VFs are made, the done never written
@@ -172,10 +200,17 @@ func (h *upHost) undoers() journal.Undoers {
 	}
 	u := journal.Undoers{
 		sriov.OpLease: back(func(r map[string]any) { delete(h.leased, r["lease"].(map[string]any)["pci"].(string)) }),
-		sriov.OpPin:   back(func(r map[string]any) { delete(h.pins, r["path"].(string)) }),
-		sriov.OpMove:  back(func(r map[string]any) { h.where[r["pci"].(string)] = "host" }),
+		sriov.OpPin: back(func(r map[string]any) {
+			delete(h.pins, r["path"].(string))
+			h.events = append(h.events, "undo pin "+r["containerName"].(string))
+		}),
+		sriov.OpMove: back(func(r map[string]any) {
+			h.where[r["pci"].(string)] = "host"
+			h.events = append(h.events, "undo move "+r["name"].(string))
+		}),
 		sriov.OpNumVFs: back(func(r map[string]any) {
 			h.numVFs[r["pci"].(string)] = 0
+			h.events = append(h.events, "undo VFs on "+r["pci"].(string))
 		}),
 		provider.OpCluster:  back(func(map[string]any) { h.cluster = false }),
 		provider.OpRegistry: back(func(map[string]any) { h.cluster = false }),
