@@ -7,7 +7,6 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/sriov-lane/sriov-lane/pkg/cni"
 	"github.com/sriov-lane/sriov-lane/pkg/config"
@@ -53,80 +52,25 @@ rule gives) or pulling them into the host's Docker for 'sriov-lane load --plan-i
 			if err != nil {
 				return err
 			}
-			var images []lane.Image
-			var imageNotes []string
-			var pfNames []string
+			var p *lane.Plan
 			if !configOnly {
-				// Read once: the images and the objects name the same PFs,
-				// and a host without them is warned of once.
-				pfNames = plannedPFNames(c, l, g)
-				if images, imageNotes, err = lane.Images(c.Context(), l, pfNames); err != nil {
+				if p, err = lane.PlanLane(c.Context(), l, g.log()); err != nil {
 					return err
 				}
 			}
-			if imagesOnly {
-				for _, n := range imageNotes {
+			switch {
+			case imagesOnly:
+				for _, n := range p.ImageNotes {
 					g.log().Warnf("plan: %s", n)
 				}
-				for _, img := range images {
+				for _, img := range p.Images {
 					fmt.Fprintln(g.streams.Out, img.Upstream)
 				}
 				return nil
+			case output == "json":
+				return writePlanJSON(g.streams.Out, l, p)
 			}
-			var objs []*unstructured.Unstructured
-			var pending []cni.PendingFetch
-			if !configOnly {
-				opts := lane.CNIOptions(l, pfNames)
-				// plan never downloads: pinned manifests that are not
-				// cached are shown as what up would fetch.
-				opts.Calico.Offline = true
-				cs, err := cni.Components(c.Context(), opts)
-				if err != nil {
-					return err
-				}
-				objs, pending = cni.Flatten(cs)
-			}
-			if output == "json" {
-				// One JSON document: the lane and the List of objects.
-				doc := map[string]any{"lane": l}
-				if !configOnly {
-					var buf bytes.Buffer
-					if err := cni.Render(&buf, objs, "json"); err != nil {
-						return err
-					}
-					doc["objects"] = json.RawMessage(buf.Bytes())
-					if len(pending) > 0 {
-						doc["fetch"] = pending
-					}
-					doc["images"] = images
-					if len(imageNotes) > 0 {
-						doc["imageNotes"] = imageNotes
-					}
-				}
-				b, err := json.MarshalIndent(doc, "", "  ")
-				if err != nil {
-					return err
-				}
-				fmt.Fprintln(g.streams.Out, string(b))
-				return nil
-			}
-			b, err := config.Marshal(l)
-			if err != nil {
-				return err
-			}
-			fmt.Fprint(g.streams.Out, string(b))
-			if configOnly {
-				return nil
-			}
-			fmt.Fprintln(g.streams.Out, "---")
-			for _, p := range pending {
-				fmt.Fprintf(g.streams.Out, "# not cached: up fetches %s (sha256 %s, %d bytes) and applies its objects\n", p.URL, p.SHA256, p.Size)
-			}
-			writeImageComments(g.streams.Out, images, imageNotes)
-			if l.Components.NetworkResourcesInjector {
-				fmt.Fprintf(g.streams.Out, "# %s: the Secret's data and the webhook's caBundle are placeholders; up makes a CA and serving certificate\n", cni.InjectorName)
-			}
-			return cni.Render(g.streams.Out, objs, "yaml")
+			return writePlanYAML(g.streams.Out, l, p)
 		},
 	}
 	lf = addLaneFlags(g, c, true)
@@ -136,31 +80,54 @@ rule gives) or pulling them into the host's Docker for 'sriov-lane load --plan-i
 	return c
 }
 
-// plannedPFNames are the PFs up would lease now, or a placeholder (with a
-// warning) where this host has none, so plan still shows the objects.
-func plannedPFNames(c *cobra.Command, l *config.Lane, g *globals) []string {
-	need := l.PFsNeeded()
-	rep, err := lane.PFReportFunc(l)(c.Context())
-	var names []string
-	if err == nil {
-		for _, pf := range rep.Usable {
-			if l.EnoughVFs(pf.TotalVFs) && len(names) < need {
-				names = append(names, pf.Name)
-			}
+// writePlanJSON writes one JSON document: the lane and, unless p is nil
+// (--config-only), the List of objects, what up would fetch and the
+// images.
+func writePlanJSON(w io.Writer, l *config.Lane, p *lane.Plan) error {
+	doc := map[string]any{"lane": l}
+	if p != nil {
+		var buf bytes.Buffer
+		if err := cni.Render(&buf, p.Objects, "json"); err != nil {
+			return err
+		}
+		doc["objects"] = json.RawMessage(buf.Bytes())
+		if len(p.Pending) > 0 {
+			doc["fetch"] = p.Pending
+		}
+		doc["images"] = p.Images
+		if len(p.ImageNotes) > 0 {
+			doc["imageNotes"] = p.ImageNotes
 		}
 	}
-	if len(names) < need {
-		why := fmt.Sprintf("found %d usable of %d needed", len(names), need)
-		if err != nil {
-			why = err.Error()
-		}
-		g.log().Warnf("plan: no PFs to select on this host (%s); showing placeholder PF names", why)
-		names = nil
-		for i := 0; i < need; i++ {
-			names = append(names, fmt.Sprintf("PF%d", i))
-		}
+	b, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return err
 	}
-	return names
+	_, err = fmt.Fprintln(w, string(b))
+	return err
+}
+
+// writePlanYAML writes the lane config and, unless p is nil
+// (--config-only), "---" and the objects, with what up would fetch and the
+// images as comments ahead of them.
+func writePlanYAML(w io.Writer, l *config.Lane, p *lane.Plan) error {
+	b, err := config.Marshal(l)
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(w, string(b))
+	if p == nil {
+		return nil
+	}
+	fmt.Fprintln(w, "---")
+	for _, f := range p.Pending {
+		fmt.Fprintf(w, "# not cached: up fetches %s (sha256 %s, %d bytes) and applies its objects\n", f.URL, f.SHA256, f.Size)
+	}
+	writeImageComments(w, p.Images, p.ImageNotes)
+	if l.Components.NetworkResourcesInjector {
+		fmt.Fprintf(w, "# %s: the Secret's data and the webhook's caBundle are placeholders; up makes a CA and serving certificate\n", cni.InjectorName)
+	}
+	return cni.Render(w, p.Objects, "yaml")
 }
 
 // writeImageComments lists the images as YAML comments ahead of the objects.

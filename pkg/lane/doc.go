@@ -30,6 +30,8 @@
 //   - health.go:     the one reading of a lane's health: where each PF is
 //     and how its VFs differ from what up made, for status and repair
 //   - describe.go:   status
+//   - plan.go:       what plan shows: the images and every object up would
+//     apply, never downloading (also what reset waits for)
 //   - images.go:     every image a lane pulls (plan --images, load)
 //   - export.go:     export logs
 package lane

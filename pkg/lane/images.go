@@ -66,10 +66,9 @@ func Images(ctx context.Context, l *config.Lane, pfNames []string) (imgs []Image
 
 	// The components' upstream names: built without the mirror, which
 	// only rewrites them (cni.MirrorImage).
-	opts := CNIOptions(l, pfNames)
-	opts.ImageRegistryMirror = ""
-	opts.Calico.Offline = true
-	cs, err := cni.Components(ctx, opts)
+	upstream := *l
+	upstream.ImageRegistryMirror = ""
+	cs, err := plannedComponents(ctx, &upstream, pfNames)
 	if err != nil {
 		return nil, nil, err
 	}

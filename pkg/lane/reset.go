@@ -125,13 +125,11 @@ func Reset(ctx context.Context, l *config.Lane, opts ResetOptions) (ResetReport,
 // out, Calico available, every agent's VFs allocatable) on an opened and
 // connected lane.
 func waitAsUp(ctx context.Context, c *Session) error {
-	opts := CNIOptions(c.Lane, c.pfNamesInNodes())
-	// Only the names of the lane's workloads are needed: never download.
-	opts.Calico.Offline = true
-	objs, err := cni.Objects(ctx, opts)
+	// Only the names of the lane's workloads are needed.
+	cs, err := plannedComponents(ctx, c.Lane, c.pfNamesInNodes())
 	if err != nil {
 		c.Log.Warnf("not waiting for the lane's DaemonSets: %v", err)
 	}
-	c.objects = objs
+	c.objects, _ = cni.Flatten(cs)
 	return stepWait(ctx, c)
 }
