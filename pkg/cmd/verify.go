@@ -1,10 +1,7 @@
 package cmd
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -13,7 +10,6 @@ import (
 	"github.com/sriov-lane/sriov-lane/pkg/config"
 	"github.com/sriov-lane/sriov-lane/pkg/kube"
 	"github.com/sriov-lane/sriov-lane/pkg/lane"
-	"github.com/sriov-lane/sriov-lane/pkg/log"
 	"github.com/sriov-lane/sriov-lane/pkg/smoke"
 )
 
@@ -81,8 +77,10 @@ inspection; the next verify deletes a pod left that way before it starts.`,
 			if err != nil {
 				return err
 			}
-			v := &verifier{out: g.streams.Out, log: g.log(), kube: cluster, opts: opts, timeout: timeout, keep: keep}
-			dev, err := v.run(c.Context())
+			dev, err := smoke.Run(c.Context(), cluster, opts, smoke.RunOptions{
+				Timeout: timeout, Keep: keep, Log: g.log(),
+				Report: func(check, found string) { fmt.Fprintf(g.streams.Out, "ok  %-17s %s\n", check+":", found) },
+			})
 			if err != nil {
 				return err
 			}
@@ -90,7 +88,7 @@ inspection; the next verify deletes a pod left that way before it starts.`,
 			if l.VFAllocation == config.VFAllocationDRA {
 				of = "DeviceClass " + cni.DRADeviceClass
 			}
-			fmt.Fprintf(v.out, "lane %s: VF %s of %s (%s) reached pod %s\n", l.Name, dev.Address, of, l.VFDriver, v.pod())
+			fmt.Fprintf(g.streams.Out, "lane %s: VF %s of %s (%s) reached pod %s/%s\n", l.Name, dev.Address, of, l.VFDriver, opts.SmokeNamespace, smoke.PodName)
 			return nil
 		},
 	}
@@ -110,87 +108,3 @@ inspection; the next verify deletes a pod left that way before it starts.`,
 // ten-minute up bound; its deletion, with a grace period of 1s, needs far
 // less.
 const defaultVerifyTimeout = 3 * time.Minute
-
-// networkDeleteBound is what verify's cleanup allows beyond the pod's own
-// wait (--timeout) for deleting the NetworkAttachmentDefinition: one API
-// call.
-const networkDeleteBound = 30 * time.Second
-
-// verifier writes verify's results to out (stdout): the line of each check
-// with what it found, and the VF that reached the pod, which are what
-// verify proves. What it does on the way (pods deleted, kept) is progress,
-// for log (stderr).
-type verifier struct {
-	out     io.Writer
-	log     log.Logger
-	kube    *kube.Clients
-	opts    cni.Options
-	timeout time.Duration
-	keep    bool
-}
-
-func (v *verifier) pod() string { return v.opts.SmokeNamespace + "/" + smoke.PodName }
-
-// run starts a fresh smoke pod, checks it and cleans up (unless keep),
-// whatever happened.
-func (v *verifier) run(ctx context.Context) (dev smoke.PCIDevice, err error) {
-	ns := v.opts.SmokeNamespace
-	objs, err := smoke.Objects(v.opts)
-	if err != nil {
-		return dev, err
-	}
-	// A pod left by --keep still holds its VF and would be checked as it
-	// is: start from a new one.
-	if err := v.deletePod(ctx, "deleted smoke pod %s left by an earlier verify"); err != nil {
-		return dev, err
-	}
-	defer func() {
-		if v.keep {
-			v.log.V(0).Infof("kept pod %s and NetworkAttachmentDefinition %s/%s (--keep); the next verify deletes them", v.pod(), ns, smoke.NetworkName)
-			return
-		}
-		// Also after Ctrl-C: a pod left behind would hold its VF.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), v.timeout+networkDeleteBound)
-		defer cancel()
-		cerr := v.deletePod(cctx, "deleted pod %s (gone, its VF is free again)")
-		if cerr == nil && v.opts.VFAllocation == config.VFAllocationDRA {
-			if cerr = smoke.WaitClaimsGone(cctx, v.kube.Typed, ns); cerr == nil {
-				v.log.V(0).Infof("the pod's ResourceClaim is gone (the driver unprepared its VF)")
-				cerr = smoke.DeleteClaimTemplate(cctx, v.kube.Typed, ns)
-			}
-		}
-		if cerr == nil {
-			cerr = smoke.DeleteNetwork(cctx, v.kube.Dynamic, ns)
-		}
-		if cerr == nil {
-			v.log.V(0).Infof("deleted NetworkAttachmentDefinition %s/%s", ns, smoke.NetworkName)
-		}
-		if err != nil {
-			err = fmt.Errorf("%w\n(the smoke pod is deleted; rerun with --keep to leave it for inspection)", err)
-		}
-		err = errors.Join(err, cerr)
-	}()
-	if err := cni.Apply(ctx, v.kube, objs, log.Noop); err != nil {
-		return dev, err
-	}
-	wctx, cancel := context.WithTimeout(ctx, v.timeout)
-	defer cancel()
-	if err := cni.WaitPodsReady(wctx, v.kube.Typed, ns, []string{smoke.PodName}); err != nil {
-		return dev, fmt.Errorf("smoke pod %s did not become Ready: %w", v.pod(), err)
-	}
-	return smoke.Verify(ctx, v.kube, v.opts, func(check, found string) {
-		fmt.Fprintf(v.out, "ok  %-17s %s\n", check+":", found)
-	})
-}
-
-// deletePod deletes the smoke pod, if there is one, and waits at most the
-// timeout for it to be gone; msg (with the pod's name) says it was.
-func (v *verifier) deletePod(ctx context.Context, msg string) error {
-	ctx, cancel := context.WithTimeout(ctx, v.timeout)
-	defer cancel()
-	existed, err := smoke.DeletePod(ctx, v.kube.Typed, v.opts.SmokeNamespace)
-	if existed && err == nil {
-		v.log.V(0).Infof(msg, v.pod())
-	}
-	return err
-}

@@ -11,4 +11,6 @@
 //   - exec.go:    exec in the pod through the API server, bounded
 //   - verify.go:  Verify, DeletePod and DeleteNetwork, which run them
 //     against the cluster
+//   - run.go:     Run, what `verify` does: a fresh pod, its wait, the
+//     checks, and the cleanup unless kept
 package smoke
