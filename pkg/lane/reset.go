@@ -123,13 +123,14 @@ func Reset(ctx context.Context, l *config.Lane, opts ResetOptions) (ResetReport,
 
 // waitAsUp runs up's own wait (nodes Ready, the lane's DaemonSets rolled
 // out, Calico available, every agent's VFs allocatable) on an opened and
-// connected lane.
+// connected lane, for the objects up applied as the lane's config makes
+// them again.
 func waitAsUp(ctx context.Context, c *Session) error {
 	// Only the names of the lane's workloads are needed.
 	cs, err := plannedComponents(ctx, c.Lane, c.pfNamesInNodes())
 	if err != nil {
 		c.Log.Warnf("not waiting for the lane's DaemonSets: %v", err)
 	}
-	c.objects, _ = cni.Flatten(cs)
-	return stepWait(ctx, c)
+	objs, _ := cni.Flatten(cs)
+	return waitFor(ctx, c, objs)
 }

@@ -319,18 +319,22 @@ func stepDeployComponents(ctx context.Context, c *Session) error {
 	return cni.Apply(ctx, c.Kube, objs, c.Log)
 }
 
-// stepWait waits, up to waitTimeout, for what makes the lane usable. All the
-// while it reports at once each pod whose image the nodes cannot pull, and
-// keeps waiting: kubelet retries, a registry may recover, and the user may
-// load the image meanwhile; failing at the first ErrImagePull would undo a
-// lane that a retry seconds later brings up. When the wait fails, its error
-// ends with every pod that is not Ready and why.
-func stepWait(ctx context.Context, c *Session) error {
+// stepWait is up's wait for the objects its deploy step applied.
+func stepWait(ctx context.Context, c *Session) error { return waitFor(ctx, c, c.objects) }
+
+// waitFor waits, up to waitTimeout, for what makes the lane usable, objs
+// being what up applied. All the while it reports at once each pod whose
+// image the nodes cannot pull, and keeps waiting: kubelet retries, a
+// registry may recover, and the user may load the image meanwhile; failing
+// at the first ErrImagePull would undo a lane that a retry seconds later
+// brings up. When the wait fails, its error ends with every pod that is
+// not Ready and why.
+func waitFor(ctx context.Context, c *Session, objs []*unstructured.Unstructured) error {
 	wctx, cancel := context.WithTimeout(ctx, c.Lane.WaitTimeout.Duration)
 	defer cancel()
 	hint := pullHint(c.Lane)
 	stop := cni.ReportPullFailures(wctx, c.Kube.Typed, c.Log, hint)
-	err := waitLane(wctx, c)
+	err := waitLane(wctx, c, objs)
 	stop()
 	if err == nil || ctx.Err() != nil {
 		// Interrupted: the undo comes first, not a cluster listing.
@@ -369,7 +373,7 @@ func (c *Session) nodeNames(ctx context.Context) ([]string, error) {
 }
 
 // waitLane is stepWait's wait proper, bounded by ctx.
-func waitLane(ctx context.Context, c *Session) error {
+func waitLane(ctx context.Context, c *Session, objs []*unstructured.Unstructured) error {
 	names, err := c.nodeNames(ctx)
 	if err != nil {
 		return err
@@ -380,7 +384,7 @@ func waitLane(ctx context.Context, c *Session) error {
 	// Rollouts first: a component pod that cannot start (image pull,
 	// crash) is named by the rollout wait, while allocatable would only
 	// time out. The device plugin's pods are what make allocatable appear.
-	if err := cni.WaitDaemonSets(ctx, c.Kube.Typed, c.objects); err != nil {
+	if err := cni.WaitDaemonSets(ctx, c.Kube.Typed, objs); err != nil {
 		return err
 	}
 	// k3s's packaged components the lane keeps run on the pod network, so
@@ -391,10 +395,10 @@ func waitLane(ctx context.Context, c *Session) error {
 	}
 	// The injector's Deployment, then its webhook reached through the API
 	// server: pods created after up get their VFs.
-	if err := cni.WaitDeployments(ctx, c.Kube.Typed, c.objects); err != nil {
+	if err := cni.WaitDeployments(ctx, c.Kube.Typed, objs); err != nil {
 		return err
 	}
-	if err := cni.WaitInjectorServing(ctx, c.Kube.Typed, c.objects); err != nil {
+	if err := cni.WaitInjectorServing(ctx, c.Kube.Typed, objs); err != nil {
 		return err
 	}
 	if c.Lane.CNI == config.CNICalico {
