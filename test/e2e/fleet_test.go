@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -25,6 +26,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
+	utilexec "k8s.io/client-go/util/exec"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
@@ -352,10 +354,24 @@ func (j *fleetJobs) checkHoldsHostPFs(name string) {
 		j.t.Errorf("job %s on %s was allocated %v (%s), want its host's PFs %v", name, p.Spec.NodeName, allocated, envName, want)
 	}
 	// check exits 1 in the job: it has no Docker of its own running here.
-	out, execErr := j.exec(name, "sriov-lane", "check", "-o", "json")
+	// An exec whose stream ends before the exit status arrives reads as a
+	// success with whatever stdout had come (client-go
+	// tools/remotecommand/errorstream.go@v0.37.2 watchErrorStream: an
+	// empty error stream is nil), as once in make test: check, which only
+	// reads, runs again until its own exit status is there.
+	var out string
+	j.poll("sriov-lane check -o json in job "+name, time.Minute, func(context.Context) (bool, string) {
+		o, err := j.exec(name, "sriov-lane", "check", "-o", "json")
+		var exit utilexec.ExitError
+		if errors.As(err, &exit) && exit.ExitStatus() == 1 {
+			out = o
+			return true, ""
+		}
+		return false, fmt.Sprintf("want exit status 1, got %v\n%s", err, o)
+	})
 	var results []lanepkg.CheckResult
 	if err := json.Unmarshal([]byte(out), &results); err != nil {
-		j.t.Fatalf("job %s: sriov-lane check -o json: %v (%v)\n%s", name, err, execErr, out)
+		j.t.Fatalf("job %s: sriov-lane check -o json: %v\n%s", name, err, out)
 	}
 	var candidates []string
 	for _, r := range results {
